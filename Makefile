@@ -1,0 +1,52 @@
+# Sluice: two commands. `make up` sets up and runs the service on the embedded defaults;
+# `make test` sets up and runs the whole suite. Everything else is a building block of those.
+
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+BENCH ?= all
+QUICK ?=
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: setup up test lint fmt unit bench clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "Sluice needs $(PYTHON) on PATH"; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip==26.3"
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+## Run what exists of the service on the embedded defaults (SQLite, data under var/).
+up: setup
+	@mkdir -p var
+	DJANGO_SETTINGS_MODULE=backend.settings.local $(PY) manage.py migrate --noinput
+	@echo "Sluice control plane: http://$(HOST):$(PORT)/healthz"
+	DJANGO_SETTINGS_MODULE=backend.settings.local $(PY) manage.py runserver $(HOST):$(PORT)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+
+fmt: setup
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+unit: setup
+	$(VENV)/bin/pytest tests/unit
+
+## The whole suite: lint, import contracts, then every test.
+test: lint
+	$(VENV)/bin/pytest
+
+## Benchmarks: `make bench` (all) or `make bench BENCH=storage [QUICK=1]`.
+bench: setup
+	$(PY) -m bench $(BENCH) $(if $(QUICK),--quick,)
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache .hypothesis .import_linter_cache

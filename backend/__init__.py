@@ -1,0 +1,1 @@
+"""Sluice control plane (Django): tenants, topics, ACLs, quotas, metadata and the console API."""

@@ -1,0 +1,12 @@
+"""Settings for the test suite: an in-memory SQLite unless DATABASE_URL says otherwise."""
+
+import os
+
+import dj_database_url
+
+from .base import *  # noqa: F403
+
+SECRET_KEY = "sluice-test-only-not-a-secret"
+ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
+DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", "sqlite://:memory:"))}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
