@@ -54,3 +54,40 @@ class KafkaStorageError(SluiceError):
     """The log directory or a file in it cannot be used."""
 
     error_code = "KAFKA_STORAGE_ERROR"
+
+
+class OutOfOrderSequenceError(SluiceError):
+    """An idempotent batch whose base sequence does not follow the producer's last one."""
+
+    error_code = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(SluiceError):
+    """A produce with a producer epoch older than the one the partition has seen.
+
+    What Kafka (2.7+) answers a produce from a fenced, older epoch; the client aborts and
+    retries with its current epoch, or gives up if it has itself been fenced.
+    """
+
+    error_code = "INVALID_PRODUCER_EPOCH"
+
+
+class ProducerFencedError(SluiceError):
+    """A newer producer with the same id (transactional id) has taken over: stop for good.
+
+    Kafka raises it from the producer id / transaction coordinator (InitProducerId, EndTxn),
+    not from a partition's produce path, which answers ``INVALID_PRODUCER_EPOCH``.
+    """
+
+    error_code = "PRODUCER_FENCED"
+
+
+class UnknownProducerIdError(SluiceError):
+    """The broker holds no state for this producer id where it needs some.
+
+    Kafka brokers before 2.5 (KIP-360) raised it on produce when a producer without state sent
+    a non-zero sequence; current Kafka accepts that batch, and so does Sluice's partition
+    producer state. Kept for the producer id allocator and for clients that expect it.
+    """
+
+    error_code = "UNKNOWN_PRODUCER_ID"

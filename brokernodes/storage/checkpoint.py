@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from brokernodes.errors import KafkaStorageError
+from brokernodes.storage.files import atomic_write
 
 T = TypeVar("T")
 
@@ -75,7 +76,9 @@ class IntPairFormatter:
 class CheckpointFile(Generic[T]):
     """A versioned list of entries in Kafka's text checkpoint format at ``path``."""
 
-    def __init__(self, path: str | os.PathLike[str], version: int, formatter: CheckpointFormatter[T]):
+    def __init__(
+        self, path: str | os.PathLike[str], version: int, formatter: CheckpointFormatter[T]
+    ):
         self.path = os.fspath(path)
         self.version = version
         self.formatter = formatter
@@ -110,7 +113,9 @@ class CheckpointFile(Generic[T]):
             lines.pop()  # the newline that ends the last line
 
         def fail(lineno: int, what: str) -> KafkaStorageError:
-            return KafkaStorageError(f"malformed checkpoint file {self.path}, line {lineno}: {what}")
+            return KafkaStorageError(
+                f"malformed checkpoint file {self.path}, line {lineno}: {what}"
+            )
 
         if not lines:
             raise fail(1, "file is empty, expected a version line")
@@ -159,34 +164,3 @@ def _fields(line: str, n: int) -> list[str]:
     if len(parts) != n or any(p == "" for p in parts):
         raise ValueError(f"expected {n} space-separated fields, found {len(parts)}")
     return parts
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` so a crash leaves the old or the new content, never a mix.
-
-    Duplicate of ``files.atomic_write`` (which did not exist when this was written); the two
-    should be merged into ``files.py``.
-    """
-    tmp = path + ".tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        fsync_dir(os.path.dirname(path) or ".")
-    except OSError as e:
-        raise KafkaStorageError(f"cannot write checkpoint file {path}: {e}") from e
-
-
-def fsync_dir(path: str) -> None:
-    """Make renames and creations in directory ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -1,0 +1,1 @@
+"""Sluice Python SDK: producer, consumer, group consumer and admin client."""

@@ -1,0 +1,232 @@
+"""The five compression codecs a RecordBatch v2 may name in attributes bits 0-2.
+
+Only the records section of a batch is compressed; header and CRC stay plain. Formats are
+those Kafka's Java client writes:
+
+- gzip: an RFC 1952 stream (stdlib); written with mtime 0 so output is deterministic.
+- snappy: xerial snappy-java's block framing (16-byte header, then big-endian length +
+  raw snappy block per 32 KiB of input), as Java's client and kafka-python write it. Raw,
+  unframed snappy is read too, because some clients send it.
+- lz4: the LZ4 frame format with independent 64 KiB blocks (Kafka rejects linked blocks).
+- zstd: one or more zstd frames; frames without a content size (Java's streaming writer)
+  are read as well.
+
+Every decompression failure becomes ``CorruptRecordError``; an unknown codec id becomes
+``UnsupportedCompressionError``.
+"""
+
+from __future__ import annotations
+
+import enum
+import gzip
+import struct
+import zlib
+
+import cramjam
+import lz4.frame
+import zstandard
+
+from brokernodes.errors import (
+    CorruptRecordError,
+    MessageTooLargeError,
+    UnsupportedCompressionError,
+)
+
+
+class Compression(enum.IntEnum):
+    """Codec ids as stored in the batch attributes (Kafka's ``CompressionType``)."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+DEFAULT_LEVELS = {Compression.GZIP: 6, Compression.LZ4: 0, Compression.ZSTD: 3}
+"""Kafka's defaults for gzip (zlib's 6) and zstd (3); lz4 fast mode as kafka-python uses."""
+
+XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+XERIAL_BLOCK_SIZE = 32 * 1024
+_XERIAL_MAGIC = XERIAL_HEADER[:8]  # version and compat words vary between writers
+_BLOCK_LENGTH = struct.Struct(">i")
+
+_ZSTD_COMPRESSORS: dict[int, zstandard.ZstdCompressor] = {}
+_ZSTD_DECOMPRESSOR = zstandard.ZstdDecompressor()
+
+
+def codec_of(codec_id: int) -> Compression:
+    """The ``Compression`` for an attributes codec id, or ``UnsupportedCompressionError``."""
+    try:
+        return Compression(codec_id)
+    except ValueError:
+        raise UnsupportedCompressionError(
+            f"compression codec id {codec_id} is not one of none(0), gzip(1), snappy(2), "
+            f"lz4(3), zstd(4)"
+        ) from None
+
+
+def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
+    """Compress a records section with ``codec``; ``level`` None means the codec's default."""
+    codec = codec_of(codec)
+    if codec is Compression.NONE:
+        return bytes(data)
+    if level is None:
+        level = DEFAULT_LEVELS.get(codec, 0)
+    if codec is Compression.GZIP:
+        return gzip.compress(data, compresslevel=level, mtime=0)
+    if codec is Compression.SNAPPY:
+        return snappy_xerial_compress(data)
+    if codec is Compression.LZ4:
+        return lz4.frame.compress(data, compression_level=level, block_linked=False)
+    compressor = _ZSTD_COMPRESSORS.get(level)
+    if compressor is None:
+        compressor = _ZSTD_COMPRESSORS[level] = zstandard.ZstdCompressor(level=level)
+    return compressor.compress(data)
+
+
+def decompress(codec: int, data: bytes | memoryview, max_size: int | None = None) -> bytes:
+    """Decompress a records section; refuse output over ``max_size`` bytes when given.
+
+    gzip and lz4 stop as soon as the output passes ``max_size``; snappy and zstd check the
+    size their format declares up front and the actual size afterwards.
+    """
+    codec = codec_of(codec)
+    if codec is Compression.NONE:
+        out = bytes(data)
+    else:
+        try:
+            if codec is Compression.GZIP:
+                out = _gunzip(data, max_size)
+            elif codec is Compression.SNAPPY:
+                out = snappy_decompress(data, max_size)
+            elif codec is Compression.LZ4:
+                out = _lz4_decompress(data, max_size)
+            else:
+                out = _zstd_decompress(data, max_size)
+        except (CorruptRecordError, MessageTooLargeError):
+            raise
+        except Exception as exc:  # each library raises its own error types
+            raise CorruptRecordError(
+                f"{codec.name.lower()} payload does not decompress: {exc}"
+            ) from exc
+    if max_size is not None and len(out) > max_size:
+        raise _too_large(codec, max_size)
+    return out
+
+
+def _too_large(codec: Compression, max_size: int) -> MessageTooLargeError:
+    return MessageTooLargeError(
+        f"{codec.name.lower()} records section decompresses to more than {max_size} bytes"
+    )
+
+
+def _gunzip(data: bytes | memoryview, max_size: int | None) -> bytes:
+    """Every gzip member in ``data``, concatenated (RFC 1952 allows several)."""
+    out = []
+    total = 0
+    rest = bytes(data)
+    while rest:
+        inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        limit = 0 if max_size is None else max_size - total + 1
+        chunk = inflater.decompress(rest, limit)
+        if not inflater.eof:
+            if inflater.unconsumed_tail:
+                raise _too_large(Compression.GZIP, max_size or 0)
+            raise CorruptRecordError("gzip payload is truncated: the stream ends mid-member")
+        out.append(chunk)
+        total += len(chunk)
+        rest = inflater.unused_data
+    if not out:
+        raise CorruptRecordError("gzip payload is empty")
+    return b"".join(out)
+
+
+def _lz4_decompress(data: bytes | memoryview, max_size: int | None) -> bytes:
+    """Every LZ4 frame in ``data``, concatenated."""
+    out = []
+    total = 0
+    rest = bytes(data)
+    while rest:
+        decompressor = lz4.frame.LZ4FrameDecompressor()
+        limit = -1 if max_size is None else max_size - total + 1
+        chunk = decompressor.decompress(rest, max_length=limit)
+        if not decompressor.eof:
+            if max_size is not None and total + len(chunk) > max_size:
+                raise _too_large(Compression.LZ4, max_size)
+            raise CorruptRecordError("lz4 payload is truncated: the frame is incomplete")
+        out.append(chunk)
+        total += len(chunk)
+        rest = decompressor.unused_data
+    if not out:
+        raise CorruptRecordError("lz4 payload is empty")
+    return b"".join(out)
+
+
+def _zstd_decompress(data: bytes | memoryview, max_size: int | None) -> bytes:
+    """Every zstd frame in ``data``, concatenated, with or without a declared content size."""
+    out = []
+    total = 0
+    rest = bytes(data)
+    while rest:
+        declared = zstandard.frame_content_size(rest)
+        if max_size is not None and declared > max_size - total:
+            raise _too_large(Compression.ZSTD, max_size)
+        decompressor = _ZSTD_DECOMPRESSOR.decompressobj()
+        chunk = decompressor.decompress(rest)
+        if not decompressor.eof:
+            raise CorruptRecordError("zstd payload is truncated: the frame is incomplete")
+        out.append(chunk)
+        total += len(chunk)
+        if max_size is not None and total > max_size:
+            raise _too_large(Compression.ZSTD, max_size)
+        rest = decompressor.unused_data
+    if not out:
+        raise CorruptRecordError("zstd payload is empty")
+    return b"".join(out)
+
+
+def snappy_xerial_compress(data: bytes, block_size: int = XERIAL_BLOCK_SIZE) -> bytes:
+    """snappy-java's framing: header, then (int32 length, raw snappy block) per input block."""
+    view = memoryview(data)
+    parts = [XERIAL_HEADER]
+    for start in range(0, len(view), block_size):
+        block = bytes(cramjam.snappy.compress_raw(view[start : start + block_size]))
+        parts.append(_BLOCK_LENGTH.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def snappy_decompress(data: bytes | memoryview, max_size: int | None = None) -> bytes:
+    """Read xerial-framed snappy, or raw snappy when the xerial magic is absent."""
+    view = memoryview(data)
+    if len(view) < len(XERIAL_HEADER) or view[:8] != _XERIAL_MAGIC:
+        _check_snappy_length(view, max_size, 0)
+        return bytes(cramjam.snappy.decompress_raw(view))
+    out = []
+    total = 0
+    pos = len(XERIAL_HEADER)
+    end = len(view)
+    while pos < end:
+        if end - pos < 4:
+            raise CorruptRecordError(f"xerial snappy block length at byte {pos} is truncated")
+        (length,) = _BLOCK_LENGTH.unpack_from(view, pos)
+        pos += 4
+        if length < 0 or pos + length > end:
+            raise CorruptRecordError(
+                f"xerial snappy block at byte {pos} declares {length} bytes but "
+                f"{end - pos} remain"
+            )
+        block = view[pos : pos + length]
+        total += _check_snappy_length(block, max_size, total)
+        out.append(bytes(cramjam.snappy.decompress_raw(block)))
+        pos += length
+    return b"".join(out)
+
+
+def _check_snappy_length(block: memoryview, max_size: int | None, so_far: int) -> int:
+    """The uncompressed length a raw snappy block declares; refuse it if over ``max_size``."""
+    declared = cramjam.snappy.decompress_raw_len(block)
+    if max_size is not None and so_far + declared > max_size:
+        raise _too_large(Compression.SNAPPY, max_size)
+    return declared

@@ -1,0 +1,92 @@
+"""Per-partition log settings (``LogConfig``) with Kafka's names and defaults.
+
+``LogConfig.from_properties({"segment.bytes": "1048576", ...})`` accepts Kafka's dotted
+topic-config names (the control plane stores those); attribute names use underscores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+
+MAX_LONG = 2**63 - 1
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Settings of one partition log; immutable, so it can be shared between threads.
+
+    Infinite values use Kafka's conventions: ``flush_messages`` / ``flush_ms`` = 2**63-1 (never
+    flush by policy; the OS page cache and replication give durability, as in Kafka), and
+    ``retention_ms`` / ``retention_bytes`` = -1 (unlimited).
+    """
+
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 60 * 60 * 1000
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    flush_messages: int = MAX_LONG
+    flush_ms: int = MAX_LONG
+    retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    retention_bytes: int = -1
+    cleanup_policy: str = "delete"
+    delete_retention_ms: int = 24 * 60 * 60 * 1000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = MAX_LONG
+    min_cleanable_dirty_ratio: float = 0.5
+    max_message_bytes: int = 1024 * 1024 + 12
+    file_delete_delay_ms: int = 60_000
+
+    def __post_init__(self) -> None:
+        if self.cleanup_policy not in CLEANUP_POLICIES:
+            # Kafka accepts the list in either order.
+            parts = sorted(p.strip() for p in self.cleanup_policy.split(","))
+            if parts == ["compact", "delete"]:
+                object.__setattr__(self, "cleanup_policy", "compact,delete")
+            else:
+                raise ValueError(
+                    f"cleanup.policy must be one of {', '.join(CLEANUP_POLICIES)}, "
+                    f"not {self.cleanup_policy!r}"
+                )
+        # segment.bytes: Kafka's minimum is 14 bytes (one record overhead); anything smaller
+        # than a batch header just means "one batch per segment".
+        for name in ("segment_bytes", "segment_index_bytes", "max_message_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name.replace('_', '.')} must be positive")
+        if self.segment_index_bytes < 8:
+            raise ValueError("segment.index.bytes must hold at least one index entry (8 bytes)")
+        for name in ("segment_ms", "flush_messages", "flush_ms", "index_interval_bytes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name.replace('_', '.')} must not be negative")
+        if self.flush_messages < 1:
+            raise ValueError("flush.messages must be at least 1")
+
+    @property
+    def delete_enabled(self) -> bool:
+        """True for ``delete`` and ``compact,delete``: time and size retention apply."""
+        return "delete" in self.cleanup_policy
+
+    @property
+    def compact_enabled(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    def with_changes(self, **changes: object) -> LogConfig:
+        return replace(self, **changes)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, object]) -> LogConfig:
+        """Build from Kafka topic-config names (``segment.bytes``...); unknown names raise."""
+        known = {f.name: f for f in fields(cls)}
+        values: dict[str, object] = {}
+        for key, raw in props.items():
+            name = key.replace(".", "_")
+            if name not in known:
+                raise ValueError(f"unknown log config {key!r}")
+            if name == "cleanup_policy":
+                values[name] = str(raw)
+            elif name == "min_cleanable_dirty_ratio":
+                values[name] = float(raw)  # type: ignore[arg-type]
+            else:
+                values[name] = int(raw)  # type: ignore[call-overload]
+        return cls(**values)  # type: ignore[arg-type]
