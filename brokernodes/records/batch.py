@@ -40,7 +40,6 @@ from brokernodes.records.varint import (
     TABLE_SIZE,
     VARINTS,
     decode_varint,
-    decode_varlong,
     encode_varint,
     encode_varlong,
 )
@@ -109,9 +108,13 @@ def encode_batch(
 ) -> bytes:
     """Build one RecordBatch v2, byte for byte as Kafka's ``MemoryRecordsBuilder`` does.
 
+    ``records`` are ``Record`` tuples; plain ``(timestamp, key, value[, headers[,
+    offset_delta]])`` tuples work too, a little slower.
+
     Offset deltas must strictly increase. The base timestamp is the first record's timestamp,
     or ``delete_horizon_ms`` when given (which also sets attributes bit 6); the max timestamp
-    is the largest record timestamp. An empty batch gets ``NO_TIMESTAMP`` for both.
+    is the largest record timestamp. An empty batch gets ``NO_TIMESTAMP`` for both. As in
+    Kafka's Java client, a timestamp below -1 (``NO_TIMESTAMP``) is refused.
     """
     parts: list[bytes] = []
     append = parts.append
@@ -127,6 +130,10 @@ def encode_batch(
     offset_delta = -1
     count = 0
     try:
+        if not isinstance(records, list | tuple):
+            records = list(records)
+        if records and type(records[0]) is not Record:  # plain tuples: fill in defaults
+            records = [r if type(r) is Record else Record(*r) for r in records]
         for timestamp, key, value, headers, next_delta in records:
             if next_delta is None:
                 offset_delta += 1
@@ -141,6 +148,10 @@ def encode_batch(
                 base_timestamp = timestamp
             if timestamp > max_timestamp:
                 max_timestamp = timestamp
+            elif timestamp < NO_TIMESTAMP:
+                raise InvalidRecordError(
+                    f"record {count} has negative timestamp {timestamp}; only -1 (none) is allowed"
+                )
             delta = timestamp - base_timestamp
             if key is None:
                 key_length = null
@@ -395,9 +406,7 @@ def _decode_records(
                 else:
                     z, pos = slow(data, pos, 5)
                 if z & 1:
-                    raise CorruptRecordError(
-                        f"record {index} has value length {-(z + 1) // 2}"
-                    )
+                    raise CorruptRecordError(f"record {index} has value length {-(z + 1) // 2}")
                 value = data[pos : pos + (z >> 1)]
                 pos += z >> 1
             # headers
@@ -443,7 +452,7 @@ def _read_zigzag(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
         byte = data[i]
         z |= (byte & 0x7F) << shift
         if byte < 0x80:
-            if max_bytes == 5 and z > 0xFFFFFFFF or z >> 64:
+            if (max_bytes == 5 and z > 0xFFFFFFFF) or z >> 64:
                 break
             return z, i + 1
         shift += 7

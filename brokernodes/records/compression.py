@@ -3,7 +3,7 @@
 Only the records section of a batch is compressed; header and CRC stay plain. Formats are
 those Kafka's Java client writes:
 
-- gzip: an RFC 1952 stream (stdlib); written with mtime 0 so output is deterministic.
+- gzip: an RFC 1952 stream (zlib); written with mtime 0 so output is deterministic.
 - snappy: xerial snappy-java's block framing (16-byte header, then big-endian length +
   raw snappy block per 32 KiB of input), as Java's client and kafka-python write it. Raw,
   unframed snappy is read too, because some clients send it.
@@ -18,8 +18,8 @@ Every decompression failure becomes ``CorruptRecordError``; an unknown codec id 
 from __future__ import annotations
 
 import enum
-import gzip
 import struct
+import threading
 import zlib
 
 import cramjam
@@ -50,9 +50,18 @@ XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
 XERIAL_BLOCK_SIZE = 32 * 1024
 _XERIAL_MAGIC = XERIAL_HEADER[:8]  # version and compat words vary between writers
 _BLOCK_LENGTH = struct.Struct(">i")
+_GZIP_TRAILER = struct.Struct("<II")  # CRC-32 and size mod 2**32 of the uncompressed data
 
-_ZSTD_COMPRESSORS: dict[int, zstandard.ZstdCompressor] = {}
-_ZSTD_DECOMPRESSOR = zstandard.ZstdDecompressor()
+
+class _ZstdContexts(threading.local):
+    """zstd contexts are costly to create and unsafe to share across threads: one set each."""
+
+    def __init__(self) -> None:
+        self.compressors: dict[int, zstandard.ZstdCompressor] = {}
+        self.decompressor = zstandard.ZstdDecompressor()
+
+
+_zstd = _ZstdContexts()
 
 
 def codec_of(codec_id: int) -> Compression:
@@ -74,14 +83,14 @@ def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
     if level is None:
         level = DEFAULT_LEVELS.get(codec, 0)
     if codec is Compression.GZIP:
-        return gzip.compress(data, compresslevel=level, mtime=0)
+        return gzip_compress(data, level)
     if codec is Compression.SNAPPY:
         return snappy_xerial_compress(data)
     if codec is Compression.LZ4:
         return lz4.frame.compress(data, compression_level=level, block_linked=False)
-    compressor = _ZSTD_COMPRESSORS.get(level)
+    compressor = _zstd.compressors.get(level)
     if compressor is None:
-        compressor = _ZSTD_COMPRESSORS[level] = zstandard.ZstdCompressor(level=level)
+        compressor = _zstd.compressors[level] = zstandard.ZstdCompressor(level=level)
     return compressor.compress(data)
 
 
@@ -118,6 +127,20 @@ def decompress(codec: int, data: bytes | memoryview, max_size: int | None = None
 def _too_large(codec: Compression, max_size: int) -> MessageTooLargeError:
     return MessageTooLargeError(
         f"{codec.name.lower()} records section decompresses to more than {max_size} bytes"
+    )
+
+
+def gzip_compress(data: bytes, level: int) -> bytes:
+    """One gzip member with mtime 0 and OS byte 255 (unknown), as Java 16+ and Python's
+    ``GzipFile`` write it, so the output depends on the data and level only."""
+    extra_flags = 2 if level == 9 else 4 if level == 1 else 0  # RFC 1952 XFL, as CPython sets it
+    return b"".join(
+        (
+            b"\x1f\x8b\x08\x00\x00\x00\x00\x00",
+            bytes((extra_flags, 255)),
+            zlib.compress(data, level, wbits=-zlib.MAX_WBITS),
+            _GZIP_TRAILER.pack(zlib.crc32(data), len(data) & 0xFFFFFFFF),
+        )
     )
 
 
@@ -172,7 +195,7 @@ def _zstd_decompress(data: bytes | memoryview, max_size: int | None) -> bytes:
         declared = zstandard.frame_content_size(rest)
         if max_size is not None and declared > max_size - total:
             raise _too_large(Compression.ZSTD, max_size)
-        decompressor = _ZSTD_DECOMPRESSOR.decompressobj()
+        decompressor = _zstd.decompressor.decompressobj()
         chunk = decompressor.decompress(rest)
         if not decompressor.eof:
             raise CorruptRecordError("zstd payload is truncated: the frame is incomplete")
@@ -214,8 +237,7 @@ def snappy_decompress(data: bytes | memoryview, max_size: int | None = None) -> 
         pos += 4
         if length < 0 or pos + length > end:
             raise CorruptRecordError(
-                f"xerial snappy block at byte {pos} declares {length} bytes but "
-                f"{end - pos} remain"
+                f"xerial snappy block at byte {pos} declares {length} bytes but {end - pos} remain"
             )
         block = view[pos : pos + length]
         total += _check_snappy_length(block, max_size, total)

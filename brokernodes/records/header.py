@@ -112,10 +112,20 @@ def read_header(buf: bytes | bytearray | memoryview, position: int = 0) -> Batch
 
 
 def peek_batch_size(buf: bytes | bytearray | memoryview, position: int = 0) -> int | None:
-    """Size of the batch starting at ``position``, or None if even its length is not there."""
+    """Size of the batch starting at ``position``, or None if even its length is not there.
+
+    A declared length below the v2 minimum raises ``CorruptRecordError``: returning it would
+    let a caller that advances by this size loop in place or step backwards.
+    """
     if len(buf) - position < LOG_OVERHEAD:
         return None
-    return _LENGTH_PREFIX.unpack_from(buf, position)[1] + LOG_OVERHEAD
+    batch_length = _LENGTH_PREFIX.unpack_from(buf, position)[1]
+    if batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptRecordError(
+            f"batch at byte {position} declares length {batch_length}, shorter than the "
+            f"{HEADER_SIZE - LOG_OVERHEAD}-byte minimum of a v2 batch"
+        )
+    return batch_length + LOG_OVERHEAD
 
 
 def validate_batch(

@@ -31,19 +31,51 @@ both only remove closed segments through the partition log.
 
 from __future__ import annotations
 
+import itertools
+import logging
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from brokernodes.errors import KafkaStorageError
+from brokernodes.records.header import BatchHeader
 from brokernodes.storage.checkpoint import CheckpointFile
-from brokernodes.storage.cleaner_filter import FilterStats
-from brokernodes.storage.cleaner_swap import complete_interrupted_swaps
+from brokernodes.storage.cleaner_filter import (
+    FilterStats,
+    OffsetMap,
+    TxnScan,
+    add_to_offset_map,
+    filter_batch,
+    iter_file_batches,
+    scan_transactions,
+)
+from brokernodes.storage.cleaner_swap import (
+    CLEANED_SUFFIX,
+    LOG_EXT,
+    commit_plan,
+    complete_interrupted_swaps,
+    replace_plan,
+    run_plan,
+    segment_file,
+)
+from brokernodes.storage.files import fsync_dir, write_all
+from brokernodes.storage.recovery import recover_segment
+
+if TYPE_CHECKING:
+    from brokernodes.storage.log import PartitionLog
+    from brokernodes.storage.segment import LogSegment
+
+logger = logging.getLogger("sluice.storage.cleaner")
 
 __all__ = [
     "CLEANER_CHECKPOINT_FILENAME",
     "DEFAULT_MIN_CLEANABLE_DIRTY_RATIO",
     "CleanableRange",
     "CleanerStats",
+    "CleaningPlan",
+    "LogCleaner",
     "SegmentInfo",
     "cleanable_range",
     "complete_interrupted_swaps",
@@ -53,6 +85,7 @@ __all__ = [
 CLEANER_CHECKPOINT_FILENAME = "cleaner-offset-checkpoint"
 DEFAULT_MIN_CLEANABLE_DIRTY_RATIO = 0.5
 MAX_RELATIVE_OFFSET = 2**31 - 1
+WRITE_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,22 +206,25 @@ def group_segments(
 
 @dataclass
 class CleanerStats:
-    """What one ``clean`` did; ``cleaned`` is False when it decided there was nothing to do."""
+    """What one ``clean`` did; ``cleaned`` is False when it found nothing to do (``reason``)."""
 
     cleaned: bool = False
+    reason: str = ""
     range: CleanableRange | None = None
-    segments_cleaned: int = 0
+    segments_read: int = 0
     segments_written: int = 0
     keys_in_map: int = 0
     records: FilterStats = field(default_factory=FilterStats)
-    reason: str = ""
 
 
 def cleaner_checkpoint(directory: str | os.PathLike[str]) -> CheckpointFile[int]:
-    """The partition's ``cleaner-offset-checkpoint``: one line, the first dirty offset."""
-    return CheckpointFile(
-        os.path.join(os.fspath(directory), CLEANER_CHECKPOINT_FILENAME), 0, _OffsetFormatter()
-    )
+    """The partition's ``cleaner-offset-checkpoint``: one entry, the first dirty offset.
+
+    Kafka keeps one such file per log directory keyed by topic-partition; Sluice keeps it in
+    the partition directory, so it moves and is deleted with the partition.
+    """
+    path = os.path.join(os.fspath(directory), CLEANER_CHECKPOINT_FILENAME)
+    return CheckpointFile(path, 0, _OffsetFormatter())
 
 
 class _OffsetFormatter:
@@ -196,6 +232,275 @@ class _OffsetFormatter:
         return str(int(entry))
 
     def from_line(self, line: str) -> int:
-        if not line.lstrip("-").isdigit():
+        if not line.isascii() or not line.lstrip("-").isdigit():
             raise ValueError("expected one integer offset")
         return int(line)
+
+
+@dataclass
+class CleaningPlan:
+    """What ``LogCleaner.prepare`` decided: the range, the offset map and the groups."""
+
+    range: CleanableRange
+    offset_map: OffsetMap
+    txns: TxnScan
+    groups: list[list[LogSegment]]
+    sizes: dict[int, int]
+    """Base offset -> size of every segment to clean, as read (the swap checks them)."""
+    now_ms: int
+
+
+@dataclass
+class CleanedSegment:
+    """A group's cleaned ``.log.cleaned`` file, written and fsynced, not yet swapped in."""
+
+    base_offset: int
+    old: list[LogSegment]
+    changed: bool
+
+
+class LogCleaner:
+    """Compacts partition logs; one ``clean(log)`` call is one cleaning pass.
+
+    ``now_ms`` (a fixed time) or ``clock`` (a function) sets the cleaner's time, which decides
+    ``min.compaction.lag.ms`` and the tombstone delete horizon; default: the wall clock.
+    Not thread-safe itself; run one cleaner per log at a time (the broker's cleaner thread).
+    It holds the log's lock only to snapshot the segment list and to swap segments in, so
+    appends and reads continue while it reads and rewrites closed segments.
+    """
+
+    def __init__(
+        self, *, now_ms: int | None = None, clock: Callable[[], int] | None = None
+    ) -> None:
+        if clock is None:
+            clock = (lambda: now_ms) if now_ms is not None else _wall_clock_ms  # type: ignore[assignment,return-value]
+        self._clock = clock
+
+    # --- the whole pass ----------------------------------------------------------------------
+
+    def clean(self, log: PartitionLog, *, force: bool = False) -> CleanerStats:
+        """Compact ``log`` if its dirty ratio calls for it (always with ``force``)."""
+        stats = CleanerStats()
+        plan = self.prepare(log, stats, force=force)
+        if plan is None:
+            return stats
+        for group in plan.groups:
+            cleaned = self.write_group(log, plan, group, stats)
+            if cleaned is None:
+                continue
+            if not self.swap_in(log, plan, cleaned):
+                stats.reason = "the log changed while cleaning; will retry"
+                return stats
+            if cleaned.changed:
+                stats.segments_written += 1
+        cleaner_checkpoint(log.directory).write([plan.range.first_uncleanable_offset])
+        stats.cleaned = True
+        logger.info(
+            "cleaned %s up to offset %d: %d records kept of %d, %d segments read, %d written",
+            log.directory,
+            plan.range.first_uncleanable_offset,
+            stats.records.records_written,
+            stats.records.records_read,
+            stats.segments_read,
+            stats.segments_written,
+        )
+        return stats
+
+    # --- step 1: decide and build the offset map ---------------------------------------------
+
+    def prepare(
+        self, log: PartitionLog, stats: CleanerStats | None = None, *, force: bool = False
+    ) -> CleaningPlan | None:
+        """Decide the cleanable range and build the offset map; None if nothing to do."""
+        stats = stats if stats is not None else CleanerStats()
+        config = log.config
+        if not config.compact_enabled:
+            stats.reason = f"cleanup.policy={config.cleanup_policy} does not compact"
+            return None
+        now = self._clock()
+        with log.lock:
+            segments = list(log.segments)
+            infos = [_info(s) for s in segments]
+            sizes = {s.base_offset: s.size for s in segments}
+            log_start, log_end, hw = log.log_start_offset, log.log_end_offset, log.high_watermark
+        checkpoint = _read_checkpoint(log.directory)
+        ratio = config.min_cleanable_dirty_ratio
+
+        def decide(limit: int) -> CleanableRange:
+            return cleanable_range(
+                infos,
+                log_start_offset=log_start,
+                log_end_offset=log_end,
+                checkpoint_offset=checkpoint,
+                now_ms=now,
+                min_compaction_lag_ms=config.min_compaction_lag_ms,
+                max_cleanable_offset=limit,
+            )
+
+        rng = decide(hw)
+        stats.range = rng
+        if not (rng.should_clean(ratio) or (force and rng.dirty_bytes > 0)):
+            stats.reason = (
+                f"dirty ratio {rng.dirty_ratio:.2f} is below min.cleanable.dirty.ratio={ratio}"
+                if rng.dirty_bytes
+                else "nothing dirty to clean"
+            )
+            return None
+        to_scan = [s for s in segments if s.base_offset < rng.first_uncleanable_offset]
+        try:
+            txns = scan_transactions(b for s in to_scan for b in iter_file_batches(s.log_path))
+        except FileNotFoundError:
+            stats.reason = "a segment went away while cleaning; will retry"
+            return None
+        if txns.first_unstable_offset is not None:
+            rng = decide(min(hw, txns.first_unstable_offset))
+            stats.range = rng
+            if rng.dirty_bytes == 0:
+                stats.reason = "an open transaction holds back the whole dirty section"
+                return None
+        end = rng.first_uncleanable_offset
+        offset_map = OffsetMap()
+        try:
+            for s in segments:
+                if rng.first_dirty_offset <= s.base_offset < end:
+                    for header, buf in iter_file_batches(s.log_path):
+                        add_to_offset_map(offset_map, header, buf, txns.aborted)
+        except FileNotFoundError:
+            stats.reason = "a segment went away while cleaning; will retry"
+            return None
+        stats.keys_in_map = len(offset_map)
+        to_clean = [s for s in segments if s.base_offset < end]
+        by_base = {s.base_offset: s for s in to_clean}
+        grouped = group_segments([_info(s) for s in to_clean], config.segment_bytes, end)
+        groups = [[by_base[i.base_offset] for i in g] for g in grouped]
+        return CleaningPlan(rng, offset_map, txns, groups, sizes, now)
+
+    # --- step 2: write one cleaned group -----------------------------------------------------
+
+    def write_group(
+        self,
+        log: PartitionLog,
+        plan: CleaningPlan,
+        group: list[LogSegment],
+        stats: CleanerStats | None = None,
+    ) -> CleanedSegment | None:
+        """Write ``<base>.log.cleaned`` for one group of segments (fsynced); None if the
+        group holds no batch at all (nothing to rewrite)."""
+        stats = stats if stats is not None else CleanerStats()
+        config = log.config
+        base = group[0].base_offset
+        path = segment_file(log.directory, base, LOG_EXT) + CLEANED_SUFFIX
+        stats.segments_read += len(group)
+        batches = _with_last_flag(b for seg in group for b in iter_file_batches(seg.log_path))
+        first = next(batches, None)
+        if first is None:
+            return None
+        last_of_producer = plan.txns.last_batch_of_producer
+        changed = len(group) > 1
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            chunk: list[bytes] = []
+            pending = 0
+            for header, buf, is_last in itertools.chain([first], batches):
+                # Kafka's RETAIN_EMPTY: the group's last batch keeps the cleaned segment's
+                # next offset (swap recovery needs it), a producer's last batch its state.
+                retain_empty = is_last or (
+                    header.producer_id >= 0
+                    and last_of_producer.get(header.producer_id) == header.base_offset
+                )
+                out = filter_batch(
+                    header,
+                    buf,
+                    plan.offset_map,
+                    now_ms=plan.now_ms,
+                    delete_retention_ms=config.delete_retention_ms,
+                    aborted=plan.txns.aborted,
+                    retain_empty=retain_empty,
+                    stats=stats.records,
+                )
+                if out is not buf:
+                    changed = True
+                if out is not None:
+                    chunk.append(out)
+                    pending += len(out)
+                    if pending >= WRITE_CHUNK:
+                        write_all(fd, b"".join(chunk))
+                        chunk, pending = [], 0
+            write_all(fd, b"".join(chunk))
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            os.unlink(path)
+            raise
+        os.close(fd)
+        fsync_dir(log.directory)
+        return CleanedSegment(base, group, changed)
+
+    # --- step 3: swap it in ------------------------------------------------------------------
+
+    def swap_in(self, log: PartitionLog, plan: CleaningPlan, cleaned: CleanedSegment) -> bool:
+        """Replace the group's segments by the cleaned one under the log's lock, with the
+        crash-safe protocol of ``cleaner_swap``. False (and the ``.cleaned`` file removed) if
+        the log changed underneath: a segment deleted, truncated or made active."""
+        directory = log.directory
+        cleaned_path = segment_file(directory, cleaned.base_offset, LOG_EXT) + CLEANED_SUFFIX
+        if not cleaned.changed:  # every batch copied as it was: nothing to swap
+            os.unlink(cleaned_path)
+            return True
+        with log.lock:
+            current = log.segments
+            if not all(
+                current.get(s.base_offset) is s
+                and s.size == plan.sizes.get(s.base_offset)
+                and s is not current.last
+                for s in cleaned.old
+            ):
+                os.unlink(cleaned_path)
+                return False
+            run_plan(commit_plan(directory, cleaned.base_offset))
+            for s in cleaned.old:
+                s.close_files()
+                current.remove(s.base_offset)
+            run_plan(
+                replace_plan(directory, cleaned.base_offset, [s.base_offset for s in cleaned.old])
+            )
+            new = log._new_segment(cleaned.base_offset)
+            try:
+                recover_segment(new)
+                new.on_become_inactive()
+                new.flush()
+            finally:
+                current.add(new)
+        return True
+
+
+def _with_last_flag(
+    items: Iterator[tuple[BatchHeader, bytes]],
+) -> Iterator[tuple[BatchHeader, bytes, bool]]:
+    """Each batch with a flag telling whether it is the last one."""
+    prev = next(items, None)
+    for item in items:
+        yield prev[0], prev[1], False  # type: ignore[index]
+        prev = item
+    if prev is not None:
+        yield prev[0], prev[1], True
+
+
+def _info(seg: LogSegment) -> SegmentInfo:
+    try:
+        return SegmentInfo(seg.base_offset, seg.size, seg.largest_timestamp, seg.next_offset)
+    except KafkaStorageError:
+        return SegmentInfo(seg.base_offset, seg.size)
+
+
+def _read_checkpoint(directory: str) -> int | None:
+    try:
+        entries = cleaner_checkpoint(directory).read()
+    except KafkaStorageError as e:
+        logger.warning("ignoring unreadable cleaner checkpoint: %s", e)
+        return None
+    return entries[0] if entries else None
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000

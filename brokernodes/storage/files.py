@@ -58,6 +58,16 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         n = os.write(fd, view)
 
 
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    """``os.pwrite`` until every byte is written at ``position``."""
+    view = memoryview(data)
+    n = os.pwrite(fd, view, position)
+    while n < len(view):
+        view = view[n:]
+        position += n
+        n = os.pwrite(fd, view, position)
+
+
 def fsync_dir(path: str | os.PathLike[str]) -> None:
     """Make creations, renames and deletions in directory ``path`` durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

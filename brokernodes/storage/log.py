@@ -1,0 +1,888 @@
+"""``PartitionLog``: one partition's segmented, append-only log on disk (Kafka's
+``UnifiedLog`` + ``LocalLog``, without the replication state machine).
+
+Directory layout::
+
+    00000000000000000000.log / .index / .timeindex     segments, named by base offset
+    recovery-point-offset-checkpoint                    offsets below it are fsynced
+    log-start-offset-checkpoint                         the log start offset
+    leader-epoch-checkpoint                             LeaderEpochFileCache
+    .clean_shutdown                                     written by close(), removed by open
+
+Hot path rules: append touches only batch headers (``records.header``: size, magic, CRC,
+base offset and leader epoch rewritten in place) and writes each request with one ``pwrite``
+per segment it lands in; read returns ``FileSlice``s without reading data.
+
+Timestamps: batches keep the producer's timestamps (``CreateTime``). ``LogAppendTime`` is
+not done here: it would rewrite maxTimestamp and attributes, which lie inside the CRC, so the
+CRC would have to be recomputed; a caller that wants it must rewrite batches before append.
+
+Thread-safety: safe for concurrent use. One ``threading.RLock`` serialises every public
+method, so the server may append from its event loop while a thread pool serves reads; each
+call holds the lock only for header work and index lookups (``flush`` and segment deletion
+also hold it over their fsyncs/unlinks). ``FileSlice``s returned are immutable and usable
+from any thread, but see ``files.FileSlice`` on slices outliving retention or truncation.
+The segments, indexes and ``LogSegments`` inside are not thread-safe themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from brokernodes.errors import (
+    InvalidRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    SluiceError,
+)
+from brokernodes.records.header import (
+    LOG_OVERHEAD,
+    BatchHeader,
+    set_base_offset,
+    set_partition_leader_epoch,
+    validate_batch,
+)
+from brokernodes.storage.checkpoint import (
+    CheckpointFile,
+    TopicPartitionOffset,
+    TopicPartitionOffsetFormatter,
+)
+from brokernodes.storage.config import LogConfig
+from brokernodes.storage.files import FileSlice, fsync_dir
+from brokernodes.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
+from brokernodes.storage.recovery import CLEAN_SHUTDOWN_FILE, load_segments
+from brokernodes.storage.retention import RetentionDecision, SegmentStats, plan_retention
+from brokernodes.storage.segment import BatchEntry, LogSegment
+from brokernodes.storage.segments import LogSegments
+
+logger = logging.getLogger("sluice.storage")
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CHECKPOINT_VERSION = 0
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """The result of one append: offsets and timestamps of what was written."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    batch_count: int
+    record_count: int  # from batch headers (recordsCount), never by decoding
+    valid_bytes: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchData:
+    """What ``read`` returns: whole batches as file slices, in offset order."""
+
+    slices: list[FileSlice]
+    fetch_offset: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    first_batch_base_offset: int | None = None
+
+    @property
+    def size(self) -> int:
+        return sum(s.length for s in self.slices)
+
+    def read_bytes(self) -> bytes:
+        """Concatenated bytes of every slice (tests, or servers without sendfile)."""
+        return b"".join(s.read_bytes() for s in self.slices)
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampOffset:
+    """ListOffsets answer: ``timestamp`` is the batch's max timestamp (-1 for the special
+    earliest/latest lookups) and ``offset`` the batch's base offset (see
+    ``PartitionLog.offset_for_timestamp``)."""
+
+    timestamp: int
+    offset: int
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A validated request: the mutable buffer and one entry per batch."""
+
+    buf: bytearray | memoryview
+    headers: list[BatchHeader] = field(default_factory=list)
+    bases: list[int] = field(default_factory=list)
+
+
+def _topic_partition(directory: str) -> tuple[str, int]:
+    """Kafka names partition directories ``<topic>-<partition>``."""
+    name = os.path.basename(os.path.normpath(directory))
+    topic, sep, part = name.rpartition("-")
+    if sep and topic and part.isdigit():
+        return topic, int(part)
+    return name or "partition", 0
+
+
+class PartitionLog:
+    """One partition's log; see the module docstring (thread-safe via one internal lock).
+
+    ``clock`` returns wall-clock milliseconds (injected so tests are deterministic).
+    ``fsync=False`` skips every fsync (tests and benchmarks only: durability is gone).
+    ``checkpoint_interval_ms`` throttles recovery-point checkpoint writes from ``flush``
+    (Kafka writes them every ``log.flush.offset.checkpoint.interval.ms``); truncation and
+    ``close`` always write it.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        config: LogConfig | None = None,
+        *,
+        clock: Callable[[], int] | None = None,
+        fsync: bool = True,
+        checkpoint_interval_ms: int = 60_000,
+    ) -> None:
+        self.directory = os.fspath(directory)
+        self._config = config or LogConfig()
+        self._clock = clock or _wall_clock_ms
+        self._fsync = fsync
+        self._checkpoint_interval_ms = checkpoint_interval_ms
+        self._lock = threading.RLock()
+        self._closed = False
+        self.topic, self.partition = _topic_partition(self.directory)
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot create log directory {self.directory}: {e}") from e
+        self._rp_file = CheckpointFile(
+            os.path.join(self.directory, RECOVERY_POINT_CHECKPOINT),
+            CHECKPOINT_VERSION,
+            TopicPartitionOffsetFormatter(),
+        )
+        self._ls_file = CheckpointFile(
+            os.path.join(self.directory, LOG_START_OFFSET_CHECKPOINT),
+            CHECKPOINT_VERSION,
+            TopicPartitionOffsetFormatter(),
+        )
+        self._load()
+
+    # --- opening -----------------------------------------------------------------------------
+
+    def _read_offset(self, cp: CheckpointFile) -> int | None:
+        entries = cp.read()
+        for e in entries:
+            if e.topic == self.topic and e.partition == self.partition:
+                return e.offset
+        return entries[0].offset if len(entries) == 1 else None
+
+    def _write_offset(self, cp: CheckpointFile, offset: int) -> None:
+        cp.write([TopicPartitionOffset(self.topic, self.partition, offset)])
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        c = self._config
+        return LogSegment(
+            self.directory,
+            base_offset,
+            index_interval_bytes=c.index_interval_bytes,
+            max_index_size=c.segment_index_bytes,
+            created_ms=self._clock(),
+            fsync=self._fsync,
+        )
+
+    def _load(self) -> None:
+        marker = os.path.join(self.directory, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        try:
+            recovery_point = self._read_offset(self._rp_file) or 0
+        except KafkaStorageError as e:
+            logger.warning("%s; recovering every segment", e)
+            recovery_point = 0
+            clean = False
+        try:
+            ckpt_start = self._read_offset(self._ls_file)
+        except KafkaStorageError as e:
+            logger.warning("%s; the log starts at its first segment", e)
+            ckpt_start = None
+        epoch_path = os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT_FILENAME)
+        try:
+            self.leader_epoch_cache = LeaderEpochFileCache(epoch_path)
+        except KafkaStorageError as e:
+            # Rebuild the epochs from the batches' headers by recovering every segment.
+            logger.warning("%s; rebuilding leader epochs from the log", e)
+            try:
+                os.unlink(epoch_path)
+            except OSError as e2:
+                raise KafkaStorageError(f"cannot remove {epoch_path}: {e2}") from e2
+            self.leader_epoch_cache = LeaderEpochFileCache(epoch_path)
+            recovery_point = 0
+            clean = False
+        cache = self.leader_epoch_cache
+
+        def on_batch(h: BatchHeader) -> None:
+            epoch = h.partition_leader_epoch
+            if epoch >= 0 and epoch != cache.latest_epoch:
+                cache.assign(epoch, h.base_offset)
+
+        result = load_segments(
+            self.directory,
+            clean_shutdown=clean,
+            recovery_point=recovery_point,
+            make_segment=self._new_segment,
+            on_batch=on_batch,
+        )
+        self._segments = result.segments
+        if len(self._segments) == 0:
+            self._segments.add(self._new_segment(ckpt_start or 0))
+        first = self._segments.first
+        assert first is not None
+        self._log_end_offset = self._active.next_offset
+        self._log_start_offset = max(ckpt_start or 0, first.base_offset)
+        if self._log_start_offset > self._log_end_offset:
+            # The checkpoint says data up to here was deleted, yet the log ends before it.
+            self._truncate_fully(self._log_start_offset)
+        self._recovery_point = (
+            self._log_end_offset if clean else min(recovery_point, self._log_end_offset)
+        )
+        if result.recovered or result.deleted:
+            self._recovery_point = self._log_end_offset
+            self._flush_segments(self._segments.base_offsets[0])
+        self._high_watermark = self._log_start_offset
+        cache.truncate_from_end(self._log_end_offset)
+        cache.truncate_from_start(self._log_start_offset)
+        self._unflushed_since_ms = self._clock()
+        self._last_flush_ms = self._clock()
+        self._last_checkpoint_ms = self._clock()
+        self._write_offset(self._rp_file, self._recovery_point)
+        if clean:
+            try:
+                os.unlink(marker)
+                fsync_dir(self.directory)
+            except OSError as e:
+                raise KafkaStorageError(f"cannot remove {marker}: {e}") from e
+        if result.truncated_bytes:
+            logger.warning(
+                "partition log %s recovered: truncated %d bytes, deleted segments %s",
+                self.directory,
+                result.truncated_bytes,
+                result.deleted,
+            )
+
+    # --- state -------------------------------------------------------------------------------
+
+    @property
+    def _active(self) -> LogSegment:
+        seg = self._segments.last
+        assert seg is not None
+        return seg
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        """New settings take effect from the next append / roll / retention run."""
+        with self._lock:
+            self._config = config
+            for seg in self._segments:
+                seg.index_interval_bytes = config.index_interval_bytes
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        with self._lock:
+            return self._segments.size_in_bytes
+
+    @property
+    def segments(self) -> LogSegments:
+        """The segment map itself (for the cleaner and tests); hold ``lock`` while using it."""
+        return self._segments
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to [log start offset, log end offset]."""
+        with self._lock:
+            hw = min(max(offset, self._log_start_offset), self._log_end_offset)
+            self._high_watermark = hw
+            return hw
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"partition log {self.directory} is closed")
+
+    # --- append ------------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        assign_offsets: bool = True,
+        leader_epoch: int | None = None,
+        now_ms: int | None = None,
+    ) -> AppendInfo:
+        """Append whole RecordBatch v2 batches, all or nothing.
+
+        As leader (``assign_offsets=True``) base offsets are rewritten in place from the log
+        end offset and, with ``leader_epoch``, every batch's partition leader epoch is set; a
+        writable ``bytearray``/``memoryview`` is modified in place, ``bytes`` are copied once.
+        As follower (``assign_offsets=False``) offsets and epochs are kept but must be
+        monotonic and start at or after the log end offset. Every batch is validated first
+        (length, magic, CRC-32C, ``max.message.bytes``); any bad batch refuses the whole
+        request with an error naming it, and nothing is written.
+        """
+        with self._lock:
+            self._check_open()
+            now = self._clock() if now_ms is None else now_ms
+            prepared = self._validate(records, assign_offsets, leader_epoch)
+            return self._append_prepared(prepared, leader_epoch, now)
+
+    def _validate(
+        self,
+        records: bytes | bytearray | memoryview,
+        assign_offsets: bool,
+        leader_epoch: int | None,
+    ) -> _Prepared:
+        if isinstance(records, bytearray) or (
+            isinstance(records, memoryview) and not records.readonly
+        ):
+            buf = records
+        else:
+            buf = bytearray(records)
+        n = len(buf)
+        if n == 0:
+            raise InvalidRecordError("the request holds no record batch; nothing was appended")
+        prepared = _Prepared(buf)
+        headers = prepared.headers
+        bases = prepared.bases
+        max_bytes = self._config.max_message_bytes
+        next_offset = self._log_end_offset
+        pos = 0
+        index = 0
+        while pos < n:
+            try:
+                h = validate_batch(buf, pos, max_batch_bytes=max_bytes)
+            except SluiceError as e:
+                raise type(e)(
+                    f"batch {index} of the request (byte {pos}) is refused: {e.message}; "
+                    f"nothing was appended"
+                ) from e
+            if assign_offsets:
+                if h.records_count < 1 or h.records_count != h.last_offset_delta + 1:
+                    raise InvalidRecordError(
+                        f"batch {index} of the request (byte {pos}) declares "
+                        f"{h.records_count} records but last offset delta "
+                        f"{h.last_offset_delta}; nothing was appended"
+                    )
+                bases.append(next_offset)
+                next_offset += h.last_offset_delta + 1
+            else:
+                if h.base_offset < next_offset:
+                    what = "the log end offset" if index == 0 else "the previous batch's end"
+                    raise InvalidRecordError(
+                        f"batch {index} of the request (byte {pos}) has base offset "
+                        f"{h.base_offset}, below {what} {next_offset}: replicated offsets "
+                        f"must increase; nothing was appended"
+                    )
+                bases.append(h.base_offset)
+                next_offset = h.base_offset + h.last_offset_delta + 1
+            headers.append(h)
+            pos += h.batch_length + LOG_OVERHEAD
+            index += 1
+        if assign_offsets:
+            for h, base in zip(headers, bases, strict=True):
+                set_base_offset(buf, h.position, base)
+                if leader_epoch is not None:
+                    set_partition_leader_epoch(buf, h.position, leader_epoch)
+        return prepared
+
+    def _append_prepared(
+        self, prepared: _Prepared, leader_epoch: int | None, now: int
+    ) -> AppendInfo:
+        headers, bases = prepared.headers, prepared.bases
+        view = memoryview(prepared.buf)
+        c = self._config
+        count = len(headers)
+        max_ts = -1
+        offset_of_max_ts = bases[0]
+        records = 0
+        i = 0
+        while i < count:
+            h = headers[i]
+            seg = self._maybe_roll(h, bases[i], now)
+            start = h.position
+            room = c.segment_bytes - seg.size
+            entries: list[BatchEntry] = []
+            j = i
+            while j < count:
+                hj = headers[j]
+                size = hj.batch_length + LOG_OVERHEAD
+                end_pos = hj.position + size
+                last = bases[j] + hj.last_offset_delta
+                if j > i and (end_pos - start > room or not seg.can_hold_offset(last)):
+                    break
+                entries.append((hj.position - start, size, last, hj.max_timestamp))
+                if hj.max_timestamp > max_ts:
+                    max_ts, offset_of_max_ts = hj.max_timestamp, last
+                records += hj.records_count
+                j += 1
+            seg.append(view[start : headers[j - 1].position + entries[-1][1]], entries)
+            self._log_end_offset = entries[-1][2] + 1
+            i = j
+        self._assign_epochs(headers, bases, leader_epoch)
+        info = AppendInfo(
+            first_offset=bases[0],
+            last_offset=self._log_end_offset - 1,
+            max_timestamp=max_ts,
+            offset_of_max_timestamp=offset_of_max_ts,
+            batch_count=count,
+            record_count=records,
+            valid_bytes=len(view),
+            log_start_offset=self._log_start_offset,
+            log_end_offset=self._log_end_offset,
+        )
+        if (
+            self._log_end_offset - self._recovery_point >= c.flush_messages
+            or now - self._last_flush_ms >= c.flush_ms
+        ):
+            self._flush(self._log_end_offset, now)
+        return info
+
+    def _assign_epochs(
+        self, headers: list[BatchHeader], bases: list[int], leader_epoch: int | None
+    ) -> None:
+        cache = self.leader_epoch_cache
+        latest = cache.latest_epoch
+        if leader_epoch is not None:
+            if leader_epoch >= 0 and leader_epoch != latest:
+                cache.assign(leader_epoch, bases[0])
+            return
+        for h, base in zip(headers, bases, strict=True):
+            epoch = h.partition_leader_epoch
+            if epoch >= 0 and epoch != latest:
+                cache.assign(epoch, base)
+                latest = cache.latest_epoch
+
+    # --- roll --------------------------------------------------------------------------------
+
+    def _maybe_roll(self, first: BatchHeader, first_base: int, now: int) -> LogSegment:
+        """Kafka's ``shouldRoll`` for the batch about to be appended."""
+        seg = self._active
+        c = self._config
+        size = first.batch_length + LOG_OVERHEAD
+        last = first_base + first.last_offset_delta
+        if seg.size > 0:
+            rolling_ts = seg.rolling_timestamp
+            waited = first.max_timestamp - rolling_ts if rolling_ts >= 0 else now - seg.created_ms
+            if (
+                seg.size + size > c.segment_bytes
+                or waited > c.segment_ms
+                or seg.indexes_full
+                or not seg.can_hold_offset(last)
+                or first_base < seg.base_offset
+            ):
+                return self._roll(first_base)
+        elif first_base != seg.base_offset and (
+            not seg.can_hold_offset(last) or first_base < seg.base_offset
+        ):
+            # An empty active segment whose base does not fit this batch: replace it.
+            self._segments.remove(seg.base_offset)
+            seg.delete()
+            new = self._new_segment(first_base)
+            self._segments.add(new)
+            return new
+        return seg
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active is empty)."""
+        with self._lock:
+            self._check_open()
+            if self._active.size == 0:
+                return self._active
+            return self._roll(self._log_end_offset)
+
+    def _roll(self, base_offset: int) -> LogSegment:
+        old = self._active
+        old.on_become_inactive()
+        existing = self._segments.get(base_offset)
+        if existing is not None:
+            raise KafkaStorageError(
+                f"cannot roll {self.directory} to a new segment at {base_offset}: a segment "
+                f"with that base offset already exists"
+            )
+        new = self._new_segment(base_offset)
+        self._segments.add(new)
+        # Kafka flushes the rolled segment (asynchronously); doing it here keeps recovery
+        # after a crash to the active segment.
+        self._flush(old.next_offset, self._clock(), write_checkpoint=False)
+        return new
+
+    # --- flush -------------------------------------------------------------------------------
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync everything below ``offset`` (default: the log end) and advance the recovery
+        point; writes the recovery-point checkpoint (throttled, see the class docstring)."""
+        with self._lock:
+            self._check_open()
+            self._flush(self._log_end_offset if offset is None else offset, self._clock())
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """The ``flush.ms`` ticker: flush if ``flush.ms`` passed since the last flush."""
+        with self._lock:
+            self._check_open()
+            now = self._clock() if now_ms is None else now_ms
+            if now - self._last_flush_ms >= self._config.flush_ms:
+                self._flush(self._log_end_offset, now)
+                return True
+            return False
+
+    def _flush_segments(self, from_offset: int, to_offset: int | None = None) -> None:
+        for seg in self._segments.from_floor(from_offset):
+            if to_offset is not None and seg.base_offset >= to_offset:
+                break
+            seg.flush()
+
+    def _flush(self, offset: int, now: int, *, write_checkpoint: bool = True) -> None:
+        offset = min(offset, self._log_end_offset)
+        self._last_flush_ms = now
+        if offset <= self._recovery_point:
+            return
+        self._flush_segments(self._recovery_point, offset)
+        self._recovery_point = offset
+        if write_checkpoint and now - self._last_checkpoint_ms >= self._checkpoint_interval_ms:
+            self._checkpoint_recovery_point(now)
+
+    def _checkpoint_recovery_point(self, now: int | None = None) -> None:
+        self._write_offset(self._rp_file, self._recovery_point)
+        self._last_checkpoint_ms = self._clock() if now is None else now
+
+    # --- read --------------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FetchData:
+        """File slices of whole batches starting at the batch that holds ``offset``.
+
+        Kafka's semantics: the first batch returned is the first whose last offset is >=
+        ``offset`` (it may start before ``offset``); at most ``max_bytes`` in whole batches,
+        except that with ``min_one_batch`` the first batch is returned even if larger (KIP-74);
+        no batch holding an offset >= ``max_offset`` (e.g. the high watermark for consumers).
+        Unlike Kafka, a partial trailing batch is never returned. Slices may span segments.
+        Raises ``OffsetOutOfRangeError`` outside [log start offset, log end offset].
+        """
+        with self._lock:
+            self._check_open()
+            fetch_offset = offset
+            start, end = self._log_start_offset, self._log_end_offset
+            if offset < start or offset > end:
+                raise OffsetOutOfRangeError(
+                    f"fetch offset {offset} is out of range for {self.topic}-{self.partition}: "
+                    f"the log holds offsets [{start}, {end})"
+                )
+            limit_offset = end if max_offset is None else min(max_offset, end)
+            slices: list[FileSlice] = []
+            remaining = max_bytes
+            first_base = None
+            for seg in self._segments.from_floor(offset):
+                if seg.base_offset >= limit_offset or offset >= limit_offset:
+                    break
+                if seg.size == 0:
+                    continue
+                first = seg.translate_offset(offset)
+                if first is None:
+                    continue
+                if first.base_offset + first.last_offset_delta >= limit_offset:
+                    break  # the next batch reaches the limit
+                start_pos = first.position
+                end_pos = seg.size
+                if limit_offset < seg.next_offset:
+                    stop = seg.translate_offset(limit_offset, start_pos)
+                    if stop is not None:
+                        end_pos = stop.position
+                first_size = first.batch_length + LOG_OVERHEAD
+                if remaining < first_size:
+                    if slices or not min_one_batch:
+                        break
+                    length = first_size
+                else:
+                    limit = min(start_pos + remaining, end_pos)
+                    length = seg.last_boundary_at_or_before(limit, start_pos) - start_pos
+                if first_base is None:
+                    first_base = first.base_offset
+                slices.append(FileSlice(seg.log_path, start_pos, length))
+                remaining -= length
+                if remaining <= 0 or start_pos + length < end_pos:
+                    break
+                offset = seg.next_offset
+            return FetchData(
+                slices,
+                fetch_offset=fetch_offset,
+                high_watermark=self._high_watermark,
+                log_start_offset=start,
+                log_end_offset=end,
+                first_batch_base_offset=first_base,
+            )
+
+    def offset_for_timestamp(
+        self, timestamp: int, *, max_offset: int | None = None
+    ) -> TimestampOffset | None:
+        """Kafka's ListOffsets lookup.
+
+        ``-2`` (earliest) gives the log start offset, ``-1`` (latest) the log end offset
+        (capped at ``max_offset``, e.g. the high watermark), ``-3`` the batch holding the
+        largest timestamp. Otherwise the first batch whose max timestamp is >= ``timestamp``:
+        batch granularity, the offset is that batch's base offset (storage never decodes
+        records; a consumer starting there sees a few earlier records at most) and the
+        timestamp its max timestamp. None if no such batch (below ``max_offset``).
+        """
+        with self._lock:
+            self._check_open()
+            end = (
+                self._log_end_offset
+                if max_offset is None
+                else min(max_offset, self._log_end_offset)
+            )
+            if timestamp == EARLIEST_TIMESTAMP:
+                return TimestampOffset(-1, self._log_start_offset)
+            if timestamp == LATEST_TIMESTAMP:
+                return TimestampOffset(-1, end)
+            if timestamp == MAX_TIMESTAMP:
+                best: tuple[int, int] | None = None
+                for seg in self._segments:
+                    if seg.size and (best is None or seg.max_timestamp > best[0]):
+                        best = (seg.max_timestamp, seg.offset_of_max_timestamp)
+                if best is None or best[1] >= end:
+                    return None
+                header = self._segments.floor(best[1]).translate_offset(best[1])  # type: ignore[union-attr]
+                if header is None:
+                    return None
+                return TimestampOffset(best[0], max(header.base_offset, self._log_start_offset))
+            if timestamp < 0:
+                raise InvalidRecordError(f"invalid timestamp {timestamp} for an offset lookup")
+            for seg in self._segments:
+                if seg.size == 0 or seg.max_timestamp < timestamp:
+                    continue
+                h = seg.find_by_timestamp(timestamp, self._log_start_offset)
+                if h is None:
+                    continue
+                offset = max(h.base_offset, self._log_start_offset)
+                return TimestampOffset(h.max_timestamp, offset) if offset < end else None
+            return None
+
+    # --- truncation (replication) ------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at and after ``offset`` (a follower diverged from its leader).
+
+        A batch straddling ``offset`` goes entirely, so the log end offset may end below
+        ``offset``. Below the first segment this becomes ``truncate_fully_and_start_at``.
+        Returns False if there was nothing to remove.
+        """
+        with self._lock:
+            self._check_open()
+            if offset < 0:
+                raise ValueError(f"cannot truncate to negative offset {offset}")
+            if offset >= self._log_end_offset:
+                return False
+            first = self._segments.first
+            assert first is not None
+            if offset < first.base_offset:
+                self._truncate_fully(offset)
+                return True
+            for seg in reversed(list(self._segments)):
+                if seg.base_offset > offset:
+                    self._segments.remove(seg.base_offset)
+                    seg.delete()
+            active = self._active
+            active.truncate_to(offset)
+            self._log_end_offset = active.next_offset
+            self._after_truncation()
+            self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+            return True
+
+    def _after_truncation(self) -> None:
+        leo = self._log_end_offset
+        self._high_watermark = min(self._high_watermark, leo)
+        self._recovery_point = min(self._recovery_point, leo)
+        self.leader_epoch_cache.truncate_from_end(leo)
+        # Written at once: a stale recovery point above the new end would let unflushed
+        # data appended later escape validation after a crash.
+        self._active.flush()
+        self._checkpoint_recovery_point()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log empty at ``offset`` (a follower whose
+        log is entirely behind the leader's log start)."""
+        with self._lock:
+            self._check_open()
+            self._truncate_fully(offset)
+
+    def _truncate_fully(self, offset: int) -> None:
+        if offset < 0:
+            raise ValueError(f"cannot start the log at negative offset {offset}")
+        for seg in list(self._segments):
+            self._segments.remove(seg.base_offset)
+            seg.delete()
+        self._segments.add(self._new_segment(offset))
+        self._log_start_offset = self._log_end_offset = offset
+        self._high_watermark = self._recovery_point = offset
+        self.leader_epoch_cache.clear()
+        fsync_dir(self.directory)
+        self._checkpoint_recovery_point()
+        self._write_offset(self._ls_file, offset)
+
+    # --- retention ---------------------------------------------------------------------------
+
+    def segment_stats(self) -> list[SegmentStats]:
+        """Per-segment facts retention decides on (oldest first, the active one last)."""
+        with self._lock:
+            segs = list(self._segments)
+            stats = []
+            for i, seg in enumerate(segs):
+                end = segs[i + 1].base_offset if i + 1 < len(segs) else self._log_end_offset
+                stats.append(SegmentStats(seg.base_offset, seg.size, seg.largest_timestamp, end))
+            return stats
+
+    def plan_retention(self, now_ms: int | None = None) -> RetentionDecision:
+        with self._lock:
+            self._check_open()
+            return plan_retention(
+                self.segment_stats(),
+                config=self._config,
+                now_ms=self._clock() if now_ms is None else now_ms,
+                log_start_offset=self._log_start_offset,
+                high_watermark=self._high_watermark,
+            )
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete the old segments retention allows (never the active one, never data at or
+        above the high watermark) and advance the log start offset; returns how many went."""
+        with self._lock:
+            decision = self.plan_retention(now_ms)
+            if decision.empty:
+                return 0
+            for reason in decision.reasons:
+                seg = self._segments.first
+                assert seg is not None
+                logger.info("deleting segment %s: %s", seg.log_path, reason)
+                self._segments.remove(seg.base_offset)
+                seg.delete()
+            first = self._segments.first
+            assert first is not None
+            self._advance_log_start(max(self._log_start_offset, first.base_offset))
+            return decision.count
+
+    def delete_records(self, offset: int) -> int:
+        """Kafka's DeleteRecords: move the log start offset up to ``offset`` (at most the
+        high watermark); whole segments below it are deleted. Returns the log start offset."""
+        with self._lock:
+            self._check_open()
+            if offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before offset {offset}: it is above the high "
+                    f"watermark {self._high_watermark}"
+                )
+            if offset > self._log_start_offset:
+                self._advance_log_start(offset)
+                self.apply_retention()
+            return self._log_start_offset
+
+    def _advance_log_start(self, offset: int) -> None:
+        if offset <= self._log_start_offset:
+            return
+        self._log_start_offset = offset
+        self._high_watermark = max(self._high_watermark, offset)
+        self._recovery_point = max(self._recovery_point, offset)
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self._write_offset(self._ls_file, offset)
+
+    # --- close -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush everything, checkpoint the recovery point and log start offset, close the
+        files and write the ``.clean_shutdown`` marker (so the next open skips recovery)."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self._flush(self._log_end_offset, self._clock(), write_checkpoint=False)
+                for seg in self._segments:
+                    seg.close()
+                self._checkpoint_recovery_point()
+                self._write_offset(self._ls_file, self._log_start_offset)
+                marker = os.path.join(self.directory, CLEAN_SHUTDOWN_FILE)
+                with open(marker, "wb") as f:
+                    if self._fsync:
+                        os.fsync(f.fileno())
+                fsync_dir(self.directory)
+            except OSError as e:
+                raise KafkaStorageError(f"cannot close partition log {self.directory}: {e}") from e
+            finally:
+                self._closed = True
+                for seg in self._segments:
+                    seg.close_files()
+
+    def close_without_flush(self) -> None:
+        """Close the files without flushing or writing the marker (tests simulate a crash)."""
+        with self._lock:
+            self._closed = True
+            for seg in self._segments:
+                seg.close_files()
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory (the partition was deleted)."""
+        with self._lock:
+            self.close_without_flush()
+            for name in os.listdir(self.directory):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self.directory, name))
+            with contextlib.suppress(OSError):
+                os.rmdir(self.directory)
+
+    def __enter__(self) -> PartitionLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.directory!r}, log_start_offset={self._log_start_offset}, "
+            f"log_end_offset={self._log_end_offset}, segments={len(self._segments)})"
+        )
