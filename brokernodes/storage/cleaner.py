@@ -19,8 +19,8 @@ thread calls ``LogCleaner.clean(log)``). A clean:
    their KIP-534 delete horizon, keyless records, transactions, offsets kept) are in
    ``cleaner_filter``;
 4. swaps each cleaned group in with the ``.cleaned`` / ``.swap`` / ``.deleted`` protocol of
-   ``cleaner_swap`` (crash-safe; ``complete_interrupted_swaps`` on log open finishes it) and
-   has the partition log replace the segment objects under its own lock;
+   ``cleaner_swap`` (crash-safe; ``complete_interrupted_swaps`` on log open finishes it),
+   replacing the segment objects in the log's segment map under the log's lock;
 5. moves the cleaner checkpoint to the first uncleanable offset.
 
 Offsets, the log start offset and the log end offset never change; a consumer reading the
@@ -31,6 +31,7 @@ both only remove closed segments through the partition log.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from brokernodes.errors import KafkaStorageError
-from brokernodes.records.header import BatchHeader
+from brokernodes.records.header import LOG_OVERHEAD, BatchHeader, read_header
 from brokernodes.storage.checkpoint import CheckpointFile
 from brokernodes.storage.cleaner_filter import (
     FilterStats,
@@ -60,8 +61,12 @@ from brokernodes.storage.cleaner_swap import (
     run_plan,
     segment_file,
 )
+from brokernodes.storage.config import LogConfig
 from brokernodes.storage.files import fsync_dir, write_all
+from brokernodes.storage.offset_index import IndexCorruptError, OffsetIndex
 from brokernodes.storage.recovery import recover_segment
+from brokernodes.storage.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX
+from brokernodes.storage.time_index import TimeIndex
 
 if TYPE_CHECKING:
     from brokernodes.storage.log import PartitionLog
@@ -279,13 +284,19 @@ class LogCleaner:
     # --- the whole pass ----------------------------------------------------------------------
 
     def clean(self, log: PartitionLog, *, force: bool = False) -> CleanerStats:
-        """Compact ``log`` if its dirty ratio calls for it (always with ``force``)."""
+        """Compact ``log`` if its dirty ratio calls for it. ``force`` cleans whatever closed
+        segments are cleanable even with a low ratio (e.g. to drop tombstones whose delete
+        horizon passed)."""
         stats = CleanerStats()
         plan = self.prepare(log, stats, force=force)
         if plan is None:
             return stats
         for group in plan.groups:
-            cleaned = self.write_group(log, plan, group, stats)
+            try:
+                cleaned = self.write_group(log, plan, group, stats)
+            except FileNotFoundError:  # retention or truncation removed a segment meanwhile
+                stats.reason = "a segment went away while cleaning; will retry"
+                return stats
             if cleaned is None:
                 continue
             if not self.swap_in(log, plan, cleaned):
@@ -339,7 +350,10 @@ class LogCleaner:
 
         rng = decide(hw)
         stats.range = rng
-        if not (rng.should_clean(ratio) or (force and rng.dirty_bytes > 0)):
+        if rng.first_uncleanable_offset <= infos[0].base_offset:
+            stats.reason = "no closed segment below the first uncleanable offset"
+            return None
+        if not (rng.should_clean(ratio) or force):
             stats.reason = (
                 f"dirty ratio {rng.dirty_ratio:.2f} is below min.cleanable.dirty.ratio={ratio}"
                 if rng.dirty_bytes
@@ -355,7 +369,9 @@ class LogCleaner:
         if txns.first_unstable_offset is not None:
             rng = decide(min(hw, txns.first_unstable_offset))
             stats.range = rng
-            if rng.dirty_bytes == 0:
+            if rng.first_uncleanable_offset <= infos[0].base_offset or not (
+                force or rng.dirty_bytes
+            ):
                 stats.reason = "an open transaction holds back the whole dirty section"
                 return None
         end = rng.first_uncleanable_offset
@@ -368,6 +384,9 @@ class LogCleaner:
         except FileNotFoundError:
             stats.reason = "a segment went away while cleaning; will retry"
             return None
+        # The map speaks for everything below the end: records there that it does not name
+        # were already deduplicated by an earlier pass (Kafka's map covers the same range).
+        offset_map.latest_offset = max(offset_map.latest_offset, end - 1)
         stats.keys_in_map = len(offset_map)
         to_clean = [s for s in segments if s.base_offset < end]
         by_base = {s.base_offset: s for s in to_clean}
@@ -397,10 +416,12 @@ class LogCleaner:
             return None
         last_of_producer = plan.txns.last_batch_of_producer
         changed = len(group) > 1
+        indexes = _IndexBuilder(log.directory, base, config)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             chunk: list[bytes] = []
             pending = 0
+            position = 0
             for header, buf, is_last in itertools.chain([first], batches):
                 # Kafka's RETAIN_EMPTY: the group's last batch keeps the cleaned segment's
                 # next offset (swap recovery needs it), a producer's last batch its state.
@@ -418,19 +439,26 @@ class LogCleaner:
                     retain_empty=retain_empty,
                     stats=stats.records,
                 )
-                if out is not buf:
+                if out is buf:
+                    indexes.add(header, position)
+                else:
                     changed = True
-                if out is not None:
-                    chunk.append(out)
-                    pending += len(out)
-                    if pending >= WRITE_CHUNK:
-                        write_all(fd, b"".join(chunk))
-                        chunk, pending = [], 0
+                    if out is None:
+                        continue
+                    indexes.add(read_header(out), position)
+                chunk.append(out)
+                position += len(out)
+                pending += len(out)
+                if pending >= WRITE_CHUNK:
+                    write_all(fd, b"".join(chunk))
+                    chunk, pending = [], 0
             write_all(fd, b"".join(chunk))
             os.fsync(fd)
+            indexes.finish()
         except BaseException:
             os.close(fd)
             os.unlink(path)
+            indexes.abort()
             raise
         os.close(fd)
         fsync_dir(log.directory)
@@ -443,9 +471,8 @@ class LogCleaner:
         crash-safe protocol of ``cleaner_swap``. False (and the ``.cleaned`` file removed) if
         the log changed underneath: a segment deleted, truncated or made active."""
         directory = log.directory
-        cleaned_path = segment_file(directory, cleaned.base_offset, LOG_EXT) + CLEANED_SUFFIX
         if not cleaned.changed:  # every batch copied as it was: nothing to swap
-            os.unlink(cleaned_path)
+            _unlink_cleaned(directory, cleaned.base_offset)
             return True
         with log.lock:
             current = log.segments
@@ -455,7 +482,7 @@ class LogCleaner:
                 and s is not current.last
                 for s in cleaned.old
             ):
-                os.unlink(cleaned_path)
+                _unlink_cleaned(directory, cleaned.base_offset)
                 return False
             run_plan(commit_plan(directory, cleaned.base_offset))
             for s in cleaned.old:
@@ -464,14 +491,70 @@ class LogCleaner:
             run_plan(
                 replace_plan(directory, cleaned.base_offset, [s.base_offset for s in cleaned.old])
             )
+            # PartitionLog's own factory, so the segment gets the log's settings and fsync mode.
             new = log._new_segment(cleaned.base_offset)
+            current.add(new)
             try:
+                new.sanity_check()
+            except IndexCorruptError as e:  # not expected: the indexes were just built
+                logger.warning("%s; rebuilding the indexes of %s", e, new.log_path)
                 recover_segment(new)
                 new.on_become_inactive()
                 new.flush()
-            finally:
-                current.add(new)
         return True
+
+
+class _IndexBuilder:
+    """Builds a cleaned segment's ``.index.cleaned`` and ``.timeindex.cleaned`` as it is
+    written, with ``LogSegment``'s rule (an entry per ``index.interval.bytes``, the max
+    timestamp as the final time-index entry), so the swap needs no rebuild under the lock."""
+
+    def __init__(self, directory: str, base_offset: int, config: LogConfig) -> None:
+        self.interval = config.index_interval_bytes
+        paths = [
+            segment_file(directory, base_offset, ext) + CLEANED_SUFFIX
+            for ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        ]
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)  # a leftover of an aborted pass
+        self.offset_index = OffsetIndex(paths[0], base_offset, config.segment_index_bytes)
+        self.time_index = TimeIndex(paths[1], base_offset, config.segment_index_bytes)
+        self.since = 0
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+
+    def add(self, header: BatchHeader, position: int) -> None:
+        last = header.base_offset + header.last_offset_delta
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = header.max_timestamp, last
+        if self.since > self.interval and not (
+            self.offset_index.is_full or self.time_index.is_full
+        ):
+            self.offset_index.append(last, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.since = 0
+        self.since += header.batch_length + LOG_OVERHEAD
+
+    def finish(self) -> None:
+        """Final time-index entry, then write, fsync and close both files."""
+        self.time_index.maybe_append(
+            self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
+        )
+        self.offset_index.close()
+        self.time_index.close()
+
+    def abort(self) -> None:
+        for index in (self.offset_index, self.time_index):
+            index.close_without_flush()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(index.path)
+
+
+def _unlink_cleaned(directory: str, base_offset: int) -> None:
+    for ext in (LOG_EXT, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(segment_file(directory, base_offset, ext) + CLEANED_SUFFIX)
 
 
 def _with_last_flag(

@@ -47,6 +47,7 @@ from brokernodes.records.header import (
     BatchHeader,
 )
 
+MAX_TIMESTAMP = 2**63 - 1  # delete.retention.ms may be "forever"
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
@@ -181,7 +182,9 @@ def filter_batch(
         if not retain_empty:
             return None
         return _written(empty_batch(header), stats, 0)
-    out = _reencode(batch, kept, (now_ms + delete_retention_ms) if stamp else horizon)
+    if stamp:
+        horizon = min(now_ms + delete_retention_ms, MAX_TIMESTAMP)
+    out = _reencode(batch, kept, horizon)
     return _written(out, stats, len(kept))
 
 

@@ -122,7 +122,11 @@ def complete_interrupted_swaps(
     directory: str | os.PathLike[str], log: Callable[[str], None] | None = None
 ) -> list[str]:
     """Finish or undo a segment swap cut short by a crash; call on log open, before loading
-    segments. Returns a description of each action taken (for the log), empty if none."""
+    segments. Returns a description of each action taken (for the log), empty if none.
+
+    Each description names the ``<base>.<ext>.swap`` file involved when there is one:
+    ``recovery.clean_directory`` reads those names to rebuild that segment's indexes.
+    """
     directory = os.fspath(directory)
     actions: list[str] = []
 

@@ -58,7 +58,7 @@ from brokernodes.storage.files import FileSlice, fsync_dir
 from brokernodes.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
 from brokernodes.storage.recovery import CLEAN_SHUTDOWN_FILE, load_segments
 from brokernodes.storage.retention import RetentionDecision, SegmentStats, plan_retention
-from brokernodes.storage.segment import BatchEntry, LogSegment
+from brokernodes.storage.segment import INT32_MAX, BatchEntry, LogSegment
 from brokernodes.storage.segments import LogSegments
 
 logger = logging.getLogger("sluice.storage")
@@ -75,7 +75,7 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AppendInfo:
     """The result of one append: offsets and timestamps of what was written."""
 
@@ -122,11 +122,14 @@ class TimestampOffset:
 
 @dataclass(slots=True)
 class _Prepared:
-    """A validated request: the mutable buffer and one entry per batch."""
+    """A validated request: the mutable buffer, one ``BatchEntry`` per batch (position in
+    the buffer, size, final last offset, max timestamp) and, as follower, batch epochs."""
 
     buf: bytearray | memoryview
-    headers: list[BatchHeader] = field(default_factory=list)
+    entries: list[BatchEntry] = field(default_factory=list)
     bases: list[int] = field(default_factory=list)
+    epochs: list[int] = field(default_factory=list)
+    records: int = 0
 
 
 def _topic_partition(directory: str) -> tuple[str, int]:
@@ -374,6 +377,7 @@ class PartitionLog:
         assign_offsets: bool,
         leader_epoch: int | None,
     ) -> _Prepared:
+        """Validate every batch and compute final offsets; rewrite them only if all pass."""
         if isinstance(records, bytearray) or (
             isinstance(records, memoryview) and not records.readonly
         ):
@@ -384,91 +388,86 @@ class PartitionLog:
         if n == 0:
             raise InvalidRecordError("the request holds no record batch; nothing was appended")
         prepared = _Prepared(buf)
-        headers = prepared.headers
+        entries = prepared.entries
         bases = prepared.bases
+        epochs = prepared.epochs
         max_bytes = self._config.max_message_bytes
         next_offset = self._log_end_offset
         pos = 0
         index = 0
+        records_total = 0
+        validate = validate_batch
         while pos < n:
             try:
-                h = validate_batch(buf, pos, max_batch_bytes=max_bytes)
+                h = validate(buf, pos, max_batch_bytes=max_bytes)
             except SluiceError as e:
                 raise type(e)(
                     f"batch {index} of the request (byte {pos}) is refused: {e.message}; "
                     f"nothing was appended"
                 ) from e
+            delta = h.last_offset_delta
+            count = h.records_count
             if assign_offsets:
-                if h.records_count < 1 or h.records_count != h.last_offset_delta + 1:
+                if count != delta + 1 or count < 1:
                     raise InvalidRecordError(
-                        f"batch {index} of the request (byte {pos}) declares "
-                        f"{h.records_count} records but last offset delta "
-                        f"{h.last_offset_delta}; nothing was appended"
+                        f"batch {index} of the request (byte {pos}) declares {count} records "
+                        f"but last offset delta {delta}; nothing was appended"
                     )
-                bases.append(next_offset)
-                next_offset += h.last_offset_delta + 1
+                base = next_offset
             else:
-                if h.base_offset < next_offset:
+                base = h.base_offset
+                if base < next_offset:
                     what = "the log end offset" if index == 0 else "the previous batch's end"
                     raise InvalidRecordError(
-                        f"batch {index} of the request (byte {pos}) has base offset "
-                        f"{h.base_offset}, below {what} {next_offset}: replicated offsets "
-                        f"must increase; nothing was appended"
+                        f"batch {index} of the request (byte {pos}) has base offset {base}, "
+                        f"below {what} {next_offset}: replicated offsets must increase; "
+                        f"nothing was appended"
                     )
-                bases.append(h.base_offset)
-                next_offset = h.base_offset + h.last_offset_delta + 1
-            headers.append(h)
-            pos += h.batch_length + LOG_OVERHEAD
+                epochs.append(h.partition_leader_epoch)
+            next_offset = base + delta + 1
+            size = h.batch_length + LOG_OVERHEAD
+            entries.append((pos, size, next_offset - 1, h.max_timestamp))
+            bases.append(base)
+            records_total += count
+            pos += size
             index += 1
+        prepared.records = records_total
         if assign_offsets:
-            for h, base in zip(headers, bases, strict=True):
-                set_base_offset(buf, h.position, base)
+            # Every batch passed: now rewrite offsets (and epochs) in place, outside the CRC.
+            for (pos, _, _, _), base in zip(entries, bases, strict=True):
+                set_base_offset(buf, pos, base)
                 if leader_epoch is not None:
-                    set_partition_leader_epoch(buf, h.position, leader_epoch)
+                    set_partition_leader_epoch(buf, pos, leader_epoch)
         return prepared
 
     def _append_prepared(
         self, prepared: _Prepared, leader_epoch: int | None, now: int
     ) -> AppendInfo:
-        headers, bases = prepared.headers, prepared.bases
+        entries = prepared.entries
         view = memoryview(prepared.buf)
         c = self._config
-        count = len(headers)
+        total = len(view)
+        first_offset = prepared.bases[0]
         max_ts = -1
-        offset_of_max_ts = bases[0]
-        records = 0
-        i = 0
-        while i < count:
-            h = headers[i]
-            seg = self._maybe_roll(h, bases[i], now)
-            start = h.position
-            room = c.segment_bytes - seg.size
-            entries: list[BatchEntry] = []
-            j = i
-            while j < count:
-                hj = headers[j]
-                size = hj.batch_length + LOG_OVERHEAD
-                end_pos = hj.position + size
-                last = bases[j] + hj.last_offset_delta
-                if j > i and (end_pos - start > room or not seg.can_hold_offset(last)):
-                    break
-                entries.append((hj.position - start, size, last, hj.max_timestamp))
-                if hj.max_timestamp > max_ts:
-                    max_ts, offset_of_max_ts = hj.max_timestamp, last
-                records += hj.records_count
-                j += 1
-            seg.append(view[start : headers[j - 1].position + entries[-1][1]], entries)
-            self._log_end_offset = entries[-1][2] + 1
-            i = j
-        self._assign_epochs(headers, bases, leader_epoch)
+        offset_of_max_ts = first_offset
+        for _, _, last, ts in entries:
+            if ts > max_ts:
+                max_ts, offset_of_max_ts = ts, last
+        seg = self._maybe_roll(prepared, 0, now)
+        if seg.size + total <= c.segment_bytes and entries[-1][2] - seg.base_offset <= INT32_MAX:
+            seg.append(view, entries)  # the common case: the whole request in one write
+        else:
+            self._append_chunks(prepared, view, seg, now)
+        self._log_end_offset = entries[-1][2] + 1
+        self._assign_epochs(prepared, first_offset, leader_epoch)
         info = AppendInfo(
-            first_offset=bases[0],
+            first_offset=first_offset,
             last_offset=self._log_end_offset - 1,
             max_timestamp=max_ts,
             offset_of_max_timestamp=offset_of_max_ts,
-            batch_count=count,
-            record_count=records,
-            valid_bytes=len(view),
+            batch_count=len(entries),
+            record_count=prepared.records,
+            valid_bytes=total,
             log_start_offset=self._log_start_offset,
             log_end_offset=self._log_end_offset,
         )
@@ -479,47 +478,70 @@ class PartitionLog:
             self._flush(self._log_end_offset, now)
         return info
 
-    def _assign_epochs(
-        self, headers: list[BatchHeader], bases: list[int], leader_epoch: int | None
+    def _append_chunks(
+        self, prepared: _Prepared, view: memoryview, seg: LogSegment, now: int
     ) -> None:
+        """Split a request across segments at batch boundaries (rolling as needed)."""
+        entries = prepared.entries
+        count = len(entries)
+        segment_bytes = self._config.segment_bytes
+        i = 0
+        while i < count:
+            if i > 0:
+                seg = self._maybe_roll(prepared, i, now)
+            start = entries[i][0]
+            room = segment_bytes - seg.size
+            j = i + 1
+            while j < count:
+                pos, size, last, _ = entries[j]
+                if pos + size - start > room or last - seg.base_offset > INT32_MAX:
+                    break
+                j += 1
+            end = entries[j - 1][0] + entries[j - 1][1]
+            chunk = [(p - start, size, last, ts) for p, size, last, ts in entries[i:j]]
+            seg.append(view[start:end], chunk)
+            self._log_end_offset = entries[j - 1][2] + 1
+            i = j
+
+    def _assign_epochs(
+        self, prepared: _Prepared, first_offset: int, leader_epoch: int | None
+    ) -> None:
+        """Record new leader epochs at the first offset written under them."""
         cache = self.leader_epoch_cache
         latest = cache.latest_epoch
-        if leader_epoch is not None:
-            if leader_epoch >= 0 and leader_epoch != latest:
-                cache.assign(leader_epoch, bases[0])
+        if leader_epoch is not None or not prepared.epochs:
+            if leader_epoch is not None and leader_epoch >= 0 and leader_epoch != latest:
+                cache.assign(leader_epoch, first_offset)
             return
-        for h, base in zip(headers, bases, strict=True):
-            epoch = h.partition_leader_epoch
+        for base, epoch in zip(prepared.bases, prepared.epochs, strict=True):
             if epoch >= 0 and epoch != latest:
                 cache.assign(epoch, base)
                 latest = cache.latest_epoch
 
     # --- roll --------------------------------------------------------------------------------
 
-    def _maybe_roll(self, first: BatchHeader, first_base: int, now: int) -> LogSegment:
-        """Kafka's ``shouldRoll`` for the batch about to be appended."""
+    def _maybe_roll(self, prepared: _Prepared, index: int, now: int) -> LogSegment:
+        """Kafka's ``shouldRoll`` for batch ``index`` of the request, about to be appended."""
         seg = self._active
         c = self._config
-        size = first.batch_length + LOG_OVERHEAD
-        last = first_base + first.last_offset_delta
+        _, size, last, max_ts = prepared.entries[index]
+        base = prepared.bases[index]
         if seg.size > 0:
             rolling_ts = seg.rolling_timestamp
-            waited = first.max_timestamp - rolling_ts if rolling_ts >= 0 else now - seg.created_ms
+            waited = max_ts - rolling_ts if rolling_ts >= 0 else now - seg.created_ms
             if (
                 seg.size + size > c.segment_bytes
                 or waited > c.segment_ms
                 or seg.indexes_full
                 or not seg.can_hold_offset(last)
-                or first_base < seg.base_offset
+                or base < seg.base_offset
             ):
-                return self._roll(first_base)
-        elif first_base != seg.base_offset and (
-            not seg.can_hold_offset(last) or first_base < seg.base_offset
-        ):
+                return self._roll(base)
+        elif base != seg.base_offset and (not seg.can_hold_offset(last) or base < seg.base_offset):
             # An empty active segment whose base does not fit this batch: replace it.
             self._segments.remove(seg.base_offset)
             seg.delete()
-            new = self._new_segment(first_base)
+            new = self._new_segment(base)
             self._segments.add(new)
             return new
         return seg
@@ -551,11 +573,14 @@ class PartitionLog:
     # --- flush -------------------------------------------------------------------------------
 
     def flush(self, offset: int | None = None) -> None:
-        """fsync everything below ``offset`` (default: the log end) and advance the recovery
-        point; writes the recovery-point checkpoint (throttled, see the class docstring)."""
+        """fsync everything below ``offset`` (default: the log end), advance the recovery
+        point and write the recovery-point checkpoint (policy-driven flushes throttle that
+        write, see the class docstring; an explicit flush does not)."""
         with self._lock:
             self._check_open()
-            self._flush(self._log_end_offset if offset is None else offset, self._clock())
+            now = self._clock()
+            self._flush(self._log_end_offset if offset is None else offset, now)
+            self._checkpoint_recovery_point(now)
 
     def maybe_flush(self, now_ms: int | None = None) -> bool:
         """The ``flush.ms`` ticker: flush if ``flush.ms`` passed since the last flush."""
@@ -732,8 +757,10 @@ class PartitionLog:
             active = self._active
             active.truncate_to(offset)
             self._log_end_offset = active.next_offset
+            if self._log_start_offset > self._log_end_offset:
+                self._log_start_offset = self._log_end_offset
+                self._write_offset(self._ls_file, self._log_start_offset)
             self._after_truncation()
-            self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
             return True
 
     def _after_truncation(self) -> None:
@@ -820,7 +847,13 @@ class PartitionLog:
                 )
             if offset > self._log_start_offset:
                 self._advance_log_start(offset)
-                self.apply_retention()
+                while len(self._segments) > 1:
+                    seg = self._segments.first
+                    assert seg is not None
+                    if self._segments.upper_bound(seg, self._log_end_offset) > offset:
+                        break
+                    self._segments.remove(seg.base_offset)
+                    seg.delete()
             return self._log_start_offset
 
     def _advance_log_start(self, offset: int) -> None:

@@ -84,18 +84,14 @@ class IndexFile:
             self._dirty = False
 
     def _truncate_file(self, entries: int) -> None:
-        self._pending.clear()
+        """Keep only the first ``entries`` entries, in the file and in the pending buffer."""
         size = entries * self.entry_size
-        if size != self._file_size:
-            os.ftruncate(self._fd, size)
-            self._file_size = size
-            self._dirty = True
-
-    def _rewrite(self, data: bytes) -> None:
+        if size >= self._file_size:
+            del self._pending[size - self._file_size :]
+            return
         self._pending.clear()
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, data, 0)
-        self._file_size = len(data)
+        os.ftruncate(self._fd, size)
+        self._file_size = size
         self._dirty = True
 
     @property
@@ -155,6 +151,37 @@ class OffsetIndex(IndexFile):
         self._offsets.append(rel)
         self._positions.append(position)
         self._pending += ENTRY.pack(rel, position)
+
+    @property
+    def free_entries(self) -> int:
+        return self.max_entries - len(self._offsets)
+
+    def extend(self, entries: list[tuple[int, int]]) -> None:
+        """Append several ``(offset, position)`` entries, increasing (the append path)."""
+        if not entries:
+            return
+        if len(entries) > self.free_entries:
+            raise ValueError(f"offset index {self.path} is full ({self.max_entries} entries)")
+        base = self.base_offset
+        first_rel = entries[0][0] - base
+        if self._offsets and (
+            first_rel <= self._offsets[-1] or entries[0][1] <= self._positions[-1]
+        ):
+            raise ValueError(
+                f"offset index entry {entries[0]} is not after the last entry "
+                f"{self.last_entry} in {self.path}"
+            )
+        offsets, positions, pending, pack = (
+            self._offsets,
+            self._positions,
+            self._pending,
+            ENTRY.pack,
+        )
+        for offset, position in entries:
+            rel = offset - base
+            offsets.append(rel)
+            positions.append(position)
+            pending += pack(rel, position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The last entry with offset <= ``offset``, or ``(base_offset, 0)``."""

@@ -192,11 +192,11 @@ def load_segments(
     if not clean_shutdown:
         floor = segments.floor(recovery_point)
         unflushed_from = floor.base_offset if floor else (bases[0] if bases else None)
-    elif segments.last is not None:
+    elif segments.last is not None and segments.last.base_offset not in forced:
         # A clean shutdown still gets the active segment's tail checked cheaply.
         try:
             segments.last.next_offset  # noqa: B018 - scans the tail's headers
-        except (KafkaStorageError, CorruptRecordError):
+        except (KafkaStorageError, CorruptRecordError, OSError):
             unflushed_from = segments.last.base_offset
 
     cut = False

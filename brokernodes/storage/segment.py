@@ -4,7 +4,8 @@ Files are named by the segment's base offset, 20 digits zero-padded
 (``00000000000000000042.log``). The ``.log`` holds whole RecordBatch v2 batches back to back;
 the segment only ever looks at their 61-byte headers (``records.header``), never at records.
 
-Appends write a caller-prepared run of batches with one ``pwrite`` and then add index entries:
+Appends write a caller-prepared run of batches with one ``pwrite`` and then add index entries
+(buffered in memory; written at flush, roll and close):
 an offset-index entry (and a time-index entry if the max timestamp grew) each time more than
 ``index.interval.bytes`` have been appended since the last entry, Kafka's rule. Reads never copy
 data: ``translate_offset`` finds the batch holding an offset (index lookup then a header scan
@@ -184,8 +185,8 @@ class LogSegment:
                 next_offset = h.base_offset + h.last_offset_delta + 1
                 if h.max_timestamp > max_ts:
                     max_ts, max_off = h.max_timestamp, next_offset - 1
-        except CorruptRecordError as e:
-            raise KafkaStorageError(str(e)) from e
+        except (CorruptRecordError, OSError) as e:
+            raise KafkaStorageError(f"segment {self.log_path}: {e}") from e
         self._next_offset = next_offset
         self._max_timestamp, self._offset_of_max_timestamp = max_ts, max_off
 
@@ -262,23 +263,31 @@ class LogSegment:
         interval = self.index_interval_bytes
         oindex = self.offset_index
         tindex = self.time_index
+        room = min(oindex.free_entries, tindex.free_entries)
+        index_ts = tindex.last_timestamp
+        offset_entries: list[tuple[int, int]] = []
+        time_entries: list[tuple[int, int]] = []
         if position == 0 and batches:
             self._rolling_timestamp = batches[0][3]
         last = self.base_offset - 1
         for rel, size, last, ts in batches:
             if ts > max_ts:
                 max_ts, max_off = ts, last
-            if since > interval and not (oindex.is_full or tindex.is_full):
-                oindex.append(last, position + rel)
-                tindex.maybe_append(max_ts, max_off)
+            if since > interval and room > 0:
+                offset_entries.append((last, position + rel))
+                if max_ts > index_ts:
+                    time_entries.append((max_ts, max_off))
+                    index_ts = max_ts
+                room -= 1
                 since = 0
             since += size
+        oindex.extend(offset_entries)
+        tindex.extend(time_entries)
         self._bytes_since_index = since
         self._max_timestamp, self._offset_of_max_timestamp = max_ts, max_off
         if batches:
             self._next_offset = last + 1
-        oindex.write_pending()
-        tindex.write_pending()
+        # Index entries stay buffered until flush / roll / close (see offset_index).
 
     def reset_for_rebuild(self) -> None:
         """Empty both indexes and forget derived facts (recovery re-adds batches)."""
@@ -339,6 +348,7 @@ class LogSegment:
         self.time_index.maybe_append(
             self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
         )
+        self.offset_index.write_pending()
         self.time_index.write_pending()
 
     def flush(self) -> None:

@@ -66,6 +66,38 @@ class TimeIndex(IndexFile):
         self._pending += ENTRY.pack(timestamp, rel)
         return True
 
+    @property
+    def free_entries(self) -> int:
+        return self.max_entries - len(self._timestamps)
+
+    @property
+    def last_timestamp(self) -> int:
+        return self._timestamps[-1] if self._timestamps else NO_TIMESTAMP
+
+    def extend(self, entries: list[tuple[int, int]]) -> None:
+        """Append several ``(timestamp, offset)`` entries with strictly increasing timestamps
+        above the last entry's (the append path)."""
+        if not entries:
+            return
+        if len(entries) > self.free_entries:
+            raise ValueError(f"time index {self.path} is full ({self.max_entries} entries)")
+        if entries[0][0] <= self.last_timestamp or (
+            self._offsets and entries[0][1] - self.base_offset < self._offsets[-1]
+        ):
+            raise ValueError(f"time index entry {entries[0]} is not after the last entry")
+        base = self.base_offset
+        timestamps, offsets, pending, pack = (
+            self._timestamps,
+            self._offsets,
+            self._pending,
+            ENTRY.pack,
+        )
+        for timestamp, offset in entries:
+            rel = offset - base
+            timestamps.append(timestamp)
+            offsets.append(rel)
+            pending += pack(timestamp, rel)
+
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """The last entry with timestamp <= ``timestamp``, or ``(-1, base_offset)``."""
         i = bisect_right(self._timestamps, timestamp)

@@ -190,3 +190,29 @@ def test_scan_transactions():
     assert scan.aborted == {0, 2}
     assert scan.first_unstable_offset == 5
     assert scan.last_batch_of_producer == {1: 3, 2: 4, 3: 5, 4: 7}
+
+
+def test_infinite_delete_retention_does_not_overflow():
+    b = batch(0, (b"a", None))
+    out = filter_batch(
+        read_header(b),
+        b,
+        build_map(b),
+        now_ms=NOW,
+        delete_retention_ms=2**63 - 1,
+        aborted=set(),
+        retain_empty=False,
+        stats=FilterStats(),
+    )
+    assert decode_batch(out).delete_horizon_ms == 2**63 - 1
+
+
+def test_log_append_time_batch_keeps_its_timestamps():
+    records = [Record(1, b"a", b"1"), Record(2, b"b", b"1")]
+    b = encode_batch(records, base_offset=0, timestamp_type=1)
+    omap = build_map(b, batch(2, (b"a", b"2")))
+    h = validate_batch(b)
+    out = decode_batch(run_filter(b, omap))
+    assert out.header.timestamp_type == 1
+    assert out.header.max_timestamp == h.max_timestamp
+    assert [(r.offset, r.timestamp) for r in out.records] == [(1, h.max_timestamp)]

@@ -35,9 +35,7 @@ class Clock:
 
 def open_log(path, clock=None, **config):
     cfg = LogConfig(**config)
-    return PartitionLog(
-        path, cfg, clock=clock or Clock(), fsync=False, checkpoint_interval_ms=0
-    )
+    return PartitionLog(path, cfg, clock=clock or Clock(), fsync=False, checkpoint_interval_ms=0)
 
 
 @pytest.fixture
@@ -148,7 +146,7 @@ def test_bad_batch_refuses_whole_request(tmp_path, mutate, error, words, positio
 
 def test_over_max_message_bytes_refused(tmp_path):
     log = open_log(tmp_path / "t-0", max_message_bytes=200)
-    with pytest.raises(MessageTooLargeError, match="max.message.bytes=200"):
+    with pytest.raises(MessageTooLargeError, match=r"max\.message\.bytes=200"):
         log.append(make_batch(1) + make_batch([b"x" * 300]))
     assert log.log_end_offset == 0
     assert log_files_size(log) == 0
