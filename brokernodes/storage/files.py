@@ -18,7 +18,10 @@ from brokernodes.errors import KafkaStorageError
 
 @dataclass(frozen=True, slots=True)
 class FileSlice:
-    """``length`` bytes of the file at ``path`` starting at byte ``position``."""
+    """``length`` bytes of the file at ``path`` starting at byte ``position``.
+
+    An immutable value, safe to pass to any thread (the bytes it names may go away later:
+    see the module docstring)."""
 
     path: str
     position: int

@@ -17,6 +17,13 @@ Timestamps: batches keep the producer's timestamps (``CreateTime``). ``LogAppend
 not done here: it would rewrite maxTimestamp and attributes, which lie inside the CRC, so the
 CRC would have to be recomputed; a caller that wants it must rewrite batches before append.
 
+Offsets: the high watermark is set by the caller (replication) and clamped to [log start,
+log end]; it is not persisted here (Kafka keeps it in the replica manager's checkpoint), so a
+reopened log starts with it at the log start offset. Opening a directory recovers it
+(``recovery``): a torn or corrupt tail is cut, missing or bad indexes are rebuilt, and a file
+that cannot be fixed raises ``KafkaStorageError``; corrupt checkpoint files are not fatal
+(recovery point -> recover everything; leader epochs -> rebuilt from batch headers).
+
 Thread-safety: safe for concurrent use. One ``threading.RLock`` serialises every public
 method, so the server may append from its event loop while a thread pool serves reads; each
 call holds the lock only for header work and index lookups (``flush`` and segment deletion

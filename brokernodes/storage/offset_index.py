@@ -42,7 +42,9 @@ def _be_int32_columns(data: bytes) -> tuple[array, array]:
 
 
 class IndexFile:
-    """File handling shared by the offset and time index: pending bytes, truncate, fsync."""
+    """File handling shared by the offset and time index: pending bytes, truncate, fsync.
+
+    Not thread-safe: the owning ``PartitionLog`` serialises calls under its lock."""
 
     entry_size = 8
 
@@ -117,7 +119,8 @@ class IndexFile:
 
 
 class OffsetIndex(IndexFile):
-    """Sparse ``.index`` of one segment; see the module docstring."""
+    """Sparse ``.index`` of one segment; see the module docstring. Not thread-safe (the
+    owning ``PartitionLog``'s lock serialises calls)."""
 
     entry_size = 8
 

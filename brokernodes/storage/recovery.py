@@ -117,12 +117,12 @@ def recover_segment(segment: LogSegment, on_batch: OnBatch | None = None) -> Seg
             if rel + LOG_OVERHEAD > len(buf):
                 buf = segment.read_bytes(pos, min(RECOVERY_CHUNK, size - pos))
                 buf_start, rel = pos, 0
-            n = peek_batch_size(buf, rel)
-            if n is not None and n >= HEADER_SIZE and rel + n > len(buf) and pos + n <= size:
-                # The batch runs past this chunk: read from its start, at least the batch.
-                buf = segment.read_bytes(pos, max(n, min(RECOVERY_CHUNK, size - pos)))
-                buf_start, rel = pos, 0
             try:
+                n = peek_batch_size(buf, rel)
+                if n is not None and n >= HEADER_SIZE and rel + n > len(buf) and pos + n <= size:
+                    # The batch runs past this chunk: read from its start, at least the batch.
+                    buf = segment.read_bytes(pos, max(n, min(RECOVERY_CHUNK, size - pos)))
+                    buf_start, rel = pos, 0
                 h = validate_batch(buf, rel, verify_crc=True)
             except SluiceError as e:
                 reason = e.message

@@ -15,7 +15,9 @@ from brokernodes.storage.segment import LogSegment
 
 
 class LogSegments:
-    """Ordered map base offset -> ``LogSegment``; the last one is the active segment."""
+    """Ordered map base offset -> ``LogSegment``; the last one is the active segment.
+
+    Not thread-safe: hold the owning ``PartitionLog``'s ``lock`` while using it."""
 
     def __init__(self) -> None:
         self._bases: list[int] = []

@@ -24,7 +24,8 @@ NO_TIMESTAMP = -1
 
 
 class TimeIndex(IndexFile):
-    """Sparse ``.timeindex`` of one segment; see the module docstring."""
+    """Sparse ``.timeindex`` of one segment; see the module docstring. Not thread-safe (the
+    owning ``PartitionLog``'s lock serialises calls)."""
 
     entry_size = 12
 

@@ -511,3 +511,17 @@ def test_encode_batch_from_records_package_is_accepted(log):
     info = log.append(data)
     assert info.first_offset == 0
     assert log.read(0, 100).read_bytes()[8:] == data[8:]
+
+
+def test_compressed_batches_are_stored_as_they_came(log):
+    batch_mod = pytest.importorskip("brokernodes.records.batch")
+    compression = pytest.importorskip("brokernodes.records.compression")
+    records = [batch_mod.Record(timestamp=10 + i, key=b"k", value=b"v" * 50) for i in range(20)]
+    data = batch_mod.encode_batch(records, compression=compression.Compression.ZSTD)
+    log.append(make_batch(3))
+    info = log.append(data, leader_epoch=2)
+    assert (info.first_offset, info.last_offset, info.max_timestamp) == (3, 22, 29)
+    stored = log.read(3, 1).read_bytes()
+    decoded = batch_mod.decode_batch(stored)
+    assert [r.offset for r in decoded.records] == list(range(3, 23))
+    assert decoded.header.partition_leader_epoch == 2

@@ -298,3 +298,19 @@ def test_log_start_checkpoint_beyond_data_restarts_log(tmp_path):
     log = open_log(path)
     assert (log.log_start_offset, log.log_end_offset) == (1000, 1000)
     log.close()
+
+
+def test_clean_shutdown_with_torn_tail_is_still_recovered(tmp_path):
+    path = tmp_path / "t-0"
+    stored = build(path)
+    log = open_log(path)
+    log.close()
+    last = path / segment_files(path, ".log")[-1]
+    with open(last, "ab") as f:
+        f.write(b"\x00" * 30)  # a torn header after the marker was written
+    log = open_log(path)
+    check_log(log, stored)
+    assert last.stat().st_size == sum(
+        len(b) for b in stored if read_header(b).base_offset >= int(last.name[:20])
+    )
+    log.close()
