@@ -244,8 +244,12 @@ class PartitionLog:
         cache = self.leader_epoch_cache
 
         def on_batch(h: BatchHeader) -> None:
+            # Only a newer epoch is assigned while recovering (as Kafka's segment recovery
+            # does): assigning an older one would drop the later entries and move the start
+            # offsets of epochs the checkpoint already knows.
             epoch = h.partition_leader_epoch
-            if epoch >= 0 and epoch != cache.latest_epoch:
+            latest = cache.latest_epoch
+            if epoch >= 0 and (latest is None or epoch > latest):
                 cache.assign(epoch, h.base_offset)
 
         result = load_segments(

@@ -525,3 +525,23 @@ def test_compressed_batches_are_stored_as_they_came(log):
     decoded = batch_mod.decode_batch(stored)
     assert [r.offset for r in decoded.records] == list(range(3, 23))
     assert decoded.header.partition_leader_epoch == 2
+
+
+def test_recovery_keeps_epoch_start_offsets_before_the_recovery_point(tmp_path):
+    """A crash with the recovery point inside an older epoch must not move that epoch's start
+    (recovery replays batches of epochs the checkpoint already knows)."""
+    path = tmp_path / "topic-0"
+    log = open_log(path)
+    log.append(make_batch(3), leader_epoch=0)
+    log.append(make_batch(3), leader_epoch=1)
+    log.roll()
+    log.append(make_batch(3), leader_epoch=1)
+    log.append(make_batch(3), leader_epoch=2)
+    log.flush(6)
+    expected = [(0, 0), (1, 3), (2, 9)]
+    assert [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.entries] == expected
+    log.close_without_flush()
+    reopened = open_log(path)
+    assert [(e.epoch, e.start_offset) for e in reopened.leader_epoch_cache.entries] == expected
+    assert reopened.log_end_offset == 12
+    reopened.close()
