@@ -47,7 +47,7 @@ CONTROL_BIT = 0x20
 DELETE_HORIZON_BIT = 0x40
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # a value; not frozen, which costs ~1 us per instance on the hot path
 class BatchHeader:
     """The 61-byte header of one batch found at ``position`` in some buffer or file."""
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from brokernodes.errors import KafkaStorageError
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # a value; not frozen, which costs ~1 us per instance on the hot path
 class FileSlice:
     """``length`` bytes of the file at ``path`` starting at byte ``position``.
 

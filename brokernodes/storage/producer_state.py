@@ -117,7 +117,7 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == MAX_SEQUENCE)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # a value; not frozen, which costs ~1 us per instance on the hot path
 class BatchMetadata:
     """Where one idempotent batch went: its sequence range, offset range and max timestamp."""
 
