@@ -102,5 +102,7 @@ def format_table(metrics: list[Metric]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    details = [f"- {m.name}: {m.workload}" + (f"; peer: {m.peer}" if m.peer else "") for m in metrics]
+    details = [
+        f"- {m.name}: {m.workload}" + (f"; peer: {m.peer}" if m.peer else "") for m in metrics
+    ]
     return "\n".join([*lines, "", *details])
