@@ -1,7 +1,7 @@
 # Sluice: two commands. `make up` sets up and runs the service on the embedded defaults;
 # `make test` sets up and runs the whole suite. Everything else is a building block of those.
 
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -13,7 +13,7 @@ PORT ?= 8000
 .PHONY: setup up test lint fmt unit bench clean
 
 $(STAMP): pyproject.toml
-	@command -v $(PYTHON) >/dev/null || { echo "Sluice needs $(PYTHON) on PATH"; exit 1; }
+	@$(PYTHON) -c "import sys; assert sys.version_info[:2] == (3, 11), sys.version" || { echo "Sluice needs Python 3.11 (python3.11 on PATH)"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip==26.3"
 	$(PY) -m pip install --quiet -e ".[dev]"

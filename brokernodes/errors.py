@@ -38,8 +38,9 @@ class MessageTooLargeError(SluiceError):
     error_code = "MESSAGE_TOO_LARGE"
 
 
-class UnsupportedCompressionError(SluiceError):
-    """A compression codec id that Sluice does not know."""
+class UnsupportedCompressionError(CorruptRecordError):
+    """A compression codec id that Sluice does not know (a kind of corrupt batch, so every
+    place that cuts or refuses corrupt batches treats it alike)."""
 
     error_code = "UNSUPPORTED_COMPRESSION_TYPE"
 

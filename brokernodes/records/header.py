@@ -23,7 +23,11 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from brokernodes.errors import CorruptRecordError, MessageTooLargeError
+from brokernodes.errors import (
+    CorruptRecordError,
+    MessageTooLargeError,
+    UnsupportedCompressionError,
+)
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -41,6 +45,7 @@ _I = struct.Struct(">i")
 _LENGTH_PREFIX = struct.Struct(">qi")
 
 COMPRESSION_MASK = 0x07
+MAX_COMPRESSION_ID = 4  # zstd
 TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
@@ -167,6 +172,12 @@ def validate_batch(
         raise CorruptRecordError(
             f"batch at byte {position} has magic {header.magic}; Sluice accepts only "
             f"RecordBatch v2 (magic 2)"
+        )
+    if header.attributes & COMPRESSION_MASK > MAX_COMPRESSION_ID:
+        raise UnsupportedCompressionError(
+            f"batch at byte {position} names compression codec id "
+            f"{header.attributes & COMPRESSION_MASK}; known ids are 0 (none), 1 (gzip), "
+            f"2 (snappy), 3 (lz4) and 4 (zstd)"
         )
     if header.records_count < 0 or header.last_offset_delta < 0:
         raise CorruptRecordError(

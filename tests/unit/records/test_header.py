@@ -133,6 +133,14 @@ def test_wrong_magic_is_refused():
         validate_batch(buf)
 
 
+@pytest.mark.parametrize("codec_id", [5, 6, 7])
+def test_unknown_compression_codec_is_refused_by_the_header_view(codec_id):
+    buf = bytearray(batch())
+    struct.pack_into(">h", buf, 21, codec_id)
+    with pytest.raises(CorruptRecordError, match=f"compression codec id {codec_id}"):
+        validate_batch(with_crc(buf))
+
+
 @pytest.mark.parametrize("size", [0, 5, 11])
 def test_truncated_length_prefix_is_refused(size):
     with pytest.raises(CorruptRecordError, match="less than the 12-byte offset and length"):
