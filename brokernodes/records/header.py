@@ -146,6 +146,59 @@ def validate_batch(
     batch is larger than ``max_batch_bytes``.
     """
     available = len(buf) - position
+    if available < HEADER_SIZE:
+        _refuse_short(buf, position, available, max_batch_bytes)
+    # One unpack of the whole header: this runs once per produced batch.
+    fields = HEADER.unpack_from(buf, position)
+    _, batch_length, _, magic, crc, attributes, delta, _, _, _, _, _, count = fields
+    size = batch_length + LOG_OVERHEAD
+    if batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptRecordError(
+            f"batch at byte {position} declares length {batch_length}, shorter than the "
+            f"{HEADER_SIZE - LOG_OVERHEAD}-byte minimum of a v2 batch"
+        )
+    if max_batch_bytes is not None and size > max_batch_bytes:
+        raise MessageTooLargeError(
+            f"batch at byte {position} is {size} bytes, over max.message.bytes={max_batch_bytes}"
+        )
+    if size > available:
+        raise CorruptRecordError(
+            f"truncated batch at byte {position}: declares {size} bytes but only "
+            f"{available} are present"
+        )
+    if magic != MAGIC:
+        raise CorruptRecordError(
+            f"batch at byte {position} has magic {magic}; Sluice accepts only "
+            f"RecordBatch v2 (magic 2)"
+        )
+    if attributes & COMPRESSION_MASK > MAX_COMPRESSION_ID:
+        raise UnsupportedCompressionError(
+            f"batch at byte {position} names compression codec id "
+            f"{attributes & COMPRESSION_MASK}; known ids are 0 (none), 1 (gzip), "
+            f"2 (snappy), 3 (lz4) and 4 (zstd)"
+        )
+    if count < 0 or delta < 0:
+        raise CorruptRecordError(
+            f"batch at byte {position} has negative record count ({count}) "
+            f"or last offset delta ({delta})"
+        )
+    if verify_crc:
+        actual = crc32c(memoryview(buf)[position + ATTRIBUTES_AT : position + size])
+        if actual != crc:
+            raise CorruptRecordError(
+                f"batch at byte {position} fails its CRC-32C check: stored "
+                f"{crc:#010x}, computed {actual:#010x}"
+            )
+    return BatchHeader(position, *fields)
+
+
+def _refuse_short(
+    buf: bytes | bytearray | memoryview,
+    position: int,
+    available: int,
+    max_batch_bytes: int | None,
+) -> None:
+    """Raise the error that fits a buffer too short to hold even a batch header."""
     if available < LOG_OVERHEAD:
         raise CorruptRecordError(
             f"truncated batch at byte {position}: {available} bytes, less than the "
@@ -162,37 +215,10 @@ def validate_batch(
         raise MessageTooLargeError(
             f"batch at byte {position} is {size} bytes, over max.message.bytes={max_batch_bytes}"
         )
-    if size > available:
-        raise CorruptRecordError(
-            f"truncated batch at byte {position}: declares {size} bytes but only "
-            f"{available} are present"
-        )
-    header = read_header(buf, position)
-    if header.magic != MAGIC:
-        raise CorruptRecordError(
-            f"batch at byte {position} has magic {header.magic}; Sluice accepts only "
-            f"RecordBatch v2 (magic 2)"
-        )
-    if header.attributes & COMPRESSION_MASK > MAX_COMPRESSION_ID:
-        raise UnsupportedCompressionError(
-            f"batch at byte {position} names compression codec id "
-            f"{header.attributes & COMPRESSION_MASK}; known ids are 0 (none), 1 (gzip), "
-            f"2 (snappy), 3 (lz4) and 4 (zstd)"
-        )
-    if header.records_count < 0 or header.last_offset_delta < 0:
-        raise CorruptRecordError(
-            f"batch at byte {position} has negative record count ({header.records_count}) "
-            f"or last offset delta ({header.last_offset_delta})"
-        )
-    if verify_crc:
-        view = memoryview(buf)[position + ATTRIBUTES_AT : position + size]
-        actual = crc32c(view)
-        if actual != header.crc:
-            raise CorruptRecordError(
-                f"batch at byte {position} fails its CRC-32C check: stored "
-                f"{header.crc:#010x}, computed {actual:#010x}"
-            )
-    return header
+    raise CorruptRecordError(
+        f"truncated batch at byte {position}: declares {size} bytes but only "
+        f"{available} are present"
+    )
 
 
 def iter_batches(

@@ -208,9 +208,14 @@ class LeaderEpochFileCache:
 
     @property
     def latest_epoch(self) -> int | None:
-        """The epoch of the latest entry (the current leader epoch on a leader), or None."""
-        e = self.latest_entry
-        return None if e is None else e.epoch
+        """The epoch of the latest entry (the current leader epoch on a leader), or None.
+
+        Lock-free (every append asks): one read of the list's last item is atomic.
+        """
+        try:
+            return self._entries[-1].epoch
+        except IndexError:
+            return None
 
     def previous_epoch(self) -> int | None:
         """The epoch before the latest one, or None."""
