@@ -1,8 +1,28 @@
-from django.urls import path
+"""Routes. Everything under /api/v1/ needs authentication, except the sign-in helpers
+(auth/csrf, auth/login); the tests walk this configuration and fail on any route they do not
+know, so a new route cannot skip the tenant checks."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from backend.core import apis as core_apis
+
+api_v1 = [
+    path("", include("backend.tenancy.urls")),
+    path("", include("backend.keys.urls")),
+    path("", include("backend.topics.urls")),
+    path("", include("backend.acls.urls")),
+    path("", include("backend.quotas.urls")),
+    path("", include("backend.audit.urls")),
+]
 
 urlpatterns = [
     path("healthz", core_apis.healthz, name="healthz"),
     path("readyz", core_apis.readyz, name="readyz"),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
 ]
+
+handler404 = "backend.core.exceptions.json_404"
+handler500 = "backend.core.exceptions.json_500"

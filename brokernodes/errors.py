@@ -92,3 +92,199 @@ class UnknownProducerIdError(SluiceError):
     """
 
     error_code = "UNKNOWN_PRODUCER_ID"
+
+
+# --- the broker's request errors (server) ---------------------------------------------------
+
+
+class InvalidRequestError(SluiceError):
+    """A malformed request: bad JSON, a missing or ill-typed field, bad base64, bad query."""
+
+    error_code = "INVALID_REQUEST"
+
+
+class UnauthenticatedError(SluiceError):
+    """No API key, or one the broker does not know."""
+
+    error_code = "UNAUTHENTICATED"
+
+
+class TopicAuthorizationFailedError(SluiceError):
+    """The principal may not do this to the topic (ACLs)."""
+
+    error_code = "TOPIC_AUTHORIZATION_FAILED"
+
+
+class UnknownTopicOrPartitionError(SluiceError):
+    """A topic or partition that the metadata does not have."""
+
+    error_code = "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+class UnknownClusterError(SluiceError):
+    """A ``{cluster}`` in the path that is not this broker's cluster id."""
+
+    error_code = "UNKNOWN_CLUSTER"
+
+
+class NotFoundError(SluiceError):
+    """No such route."""
+
+    error_code = "NOT_FOUND"
+
+
+class MethodNotAllowedError(SluiceError):
+    """The route exists, the method does not."""
+
+    error_code = "METHOD_NOT_ALLOWED"
+
+
+class NotLeaderOrFollowerError(SluiceError):
+    """This broker does not lead the partition; ``details`` names the leader when known."""
+
+    error_code = "NOT_LEADER_OR_FOLLOWER"
+
+    def __init__(
+        self, message: str, *, leader_id: int | None = None, leader_url: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.details: dict[str, object] = {}
+        if leader_id is not None:
+            self.details["leader_id"] = leader_id
+        if leader_url is not None:
+            self.details["leader_url"] = leader_url
+
+
+class NotEnoughReplicasError(SluiceError):
+    """Fewer in-sync replicas than ``min.insync.replicas`` for an acks=all produce."""
+
+    error_code = "NOT_ENOUGH_REPLICAS"
+
+
+class RequestTooLargeError(SluiceError):
+    """A request body over the broker's ``max_request_bytes``."""
+
+    error_code = "REQUEST_TOO_LARGE"
+
+
+class RequestTimedOutError(SluiceError):
+    """A client that did not send its whole body in time."""
+
+    error_code = "REQUEST_TIMED_OUT"
+
+
+# --- client side: what the SDK raises --------------------------------------------------------
+
+
+class BrokerError(SluiceError):
+    """An error answer from a broker: its JSON body ``{"error_code", "message", ...}``.
+
+    ``error_code`` is the broker's code (an instance attribute here), ``status`` the HTTP
+    status, ``url`` the request's URL, ``details`` any extra body fields (e.g. ``leader_url``
+    with NOT_LEADER_OR_FOLLOWER, ``log_start_offset`` with OFFSET_OUT_OF_RANGE).
+    """
+
+    # Codes a client retries (after a metadata refresh where it helps), as Kafka's
+    # RetriableException subclasses are.
+    RETRIABLE_CODES = frozenset(
+        {
+            "NOT_LEADER_OR_FOLLOWER",
+            "NOT_ENOUGH_REPLICAS",
+            "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+            "REQUEST_TIMED_OUT",
+            "KAFKA_STORAGE_ERROR",
+            "LEADER_NOT_AVAILABLE",
+            "THROTTLING_QUOTA_EXCEEDED",
+        }
+    )
+
+    def __init__(
+        self,
+        error_code: str,
+        message: str,
+        *,
+        status: int | None = None,
+        url: str | None = None,
+        details: dict | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.status = status
+        self.url = url
+        self.details = dict(details or {})
+
+    @property
+    def retriable(self) -> bool:
+        return self.error_code in self.RETRIABLE_CODES or (
+            self.status is not None and self.status >= 500
+        )
+
+    @classmethod
+    def from_response(cls, status: int, body: bytes, url: str | None = None) -> BrokerError:
+        """Build from an HTTP error answer; a body that is not the documented JSON still
+        gives a readable error."""
+        import json
+
+        try:
+            doc = json.loads(body) if body else None
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("error_code"), str):
+            details = {k: v for k, v in doc.items() if k not in ("error_code", "message")}
+            return cls(
+                doc["error_code"],
+                str(doc.get("message") or doc["error_code"]),
+                status=status,
+                url=url,
+                details=details,
+            )
+        text = body[:200].decode("utf-8", "replace").strip() if body else ""
+        code = _STATUS_CODES.get(status, "UNKNOWN_SERVER_ERROR")
+        message = f"HTTP {status} from {url or 'the broker'}" + (f": {text}" if text else "")
+        return cls(code, message, status=status, url=url)
+
+
+_STATUS_CODES = {
+    400: "INVALID_REQUEST",
+    401: "UNAUTHENTICATED",
+    403: "TOPIC_AUTHORIZATION_FAILED",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    408: "REQUEST_TIMED_OUT",
+    413: "REQUEST_TOO_LARGE",
+    416: "OFFSET_OUT_OF_RANGE",
+    421: "NOT_LEADER_OR_FOLLOWER",
+}
+
+
+class BrokerConnectionError(SluiceError):
+    """The client could not reach a broker, or the connection broke mid-request (retriable)."""
+
+    error_code = "NETWORK_EXCEPTION"
+    retriable = True
+
+    def __init__(self, message: str, *, url: str | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class ClientTimeoutError(SluiceError):
+    """A request, a delivery or a blocking call did not finish within its time limit."""
+
+    error_code = "REQUEST_TIMED_OUT"
+    retriable = True
+
+
+class BufferFullError(SluiceError):
+    """The producer holds ``buffer_memory`` bytes of unsent records; wait or flush first."""
+
+    error_code = "BUFFER_EXHAUSTED"
+
+
+class ClientClosedError(SluiceError):
+    """The producer or consumer was closed."""
+
+    error_code = "CLIENT_CLOSED"
+
+
+UnknownTopicError = UnknownTopicOrPartitionError  # what the SDK raises for a topic not in metadata

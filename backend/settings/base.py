@@ -21,7 +21,14 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
     "backend.core",
+    "backend.tenancy",
+    "backend.keys",
+    "backend.topics",
+    "backend.acls",
+    "backend.quotas",
+    "backend.audit",
 ]
 
 MIDDLEWARE = [
@@ -68,5 +75,73 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
 REST_FRAMEWORK = {
+    # API keys first: a request with a Bearer header is a machine client; otherwise the
+    # console's session (with CSRF on writes). Unauthenticated requests get 401.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "backend.keys.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "backend.core.exceptions.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "backend.core.schema.SluiceAutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Sluice control plane API",
+    "DESCRIPTION": (
+        "Organisations, service accounts, API keys, topics, ACLs, quotas and the audit log. "
+        "Authenticate with `Authorization: Bearer slk_<key_id>.<secret>` or a console "
+        "session (CSRF token in X-CSRFToken on writes). Every error is "
+        '`{"error_code", "message", "fields"?}`.'
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "PATH_CONVERTER_OVERRIDES": {"topic": str, "keyid": str},
+    "ENUM_NAME_OVERRIDES": {
+        "MembershipRoleEnum": "backend.tenancy.roles.MEMBERSHIP_ROLES",
+        "ServiceAccountRoleEnum": "backend.tenancy.roles.SERVICE_ACCOUNT_ROLES",
+    },
+}
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+# Logs go to stderr; the filter redacts API-key secrets from every record, whatever logs it.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"redact_secrets": {"()": "backend.core.logging.RedactSecretsFilter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["redact_secrets"],
+        }
+    },
+    "root": {"handlers": ["console"], "level": os.environ.get("SLUICE_LOG_LEVEL", "INFO")},
+}
+
+# Sluice control-plane settings.
+# Replication factor limit until the metadata issue counts live brokers.
+SLUICE_MAX_REPLICATION_FACTOR = int(os.environ.get("SLUICE_MAX_REPLICATION_FACTOR", "3"))
+SLUICE_DEFAULT_REPLICATION_FACTOR = int(os.environ.get("SLUICE_DEFAULT_REPLICATION_FACTOR", "3"))
+SLUICE_DEFAULT_PARTITIONS = int(os.environ.get("SLUICE_DEFAULT_PARTITIONS", "1"))
+# The largest max.message.bytes a tenant may set on a topic.
+SLUICE_MAX_MESSAGE_BYTES = int(os.environ.get("SLUICE_MAX_MESSAGE_BYTES", str(8 * 1024 * 1024)))
+# Whether any signed-in user may create an organisation (else platform staff only).
+SLUICE_SELF_SERVICE_ORGANISATIONS = os.environ.get("SLUICE_SELF_SERVICE_ORGANISATIONS", "1") == "1"
+# A new organisation's quota (null = unlimited).
+SLUICE_DEFAULT_QUOTA = {
+    "produce_bytes_per_sec": 10 * 1024 * 1024,
+    "fetch_bytes_per_sec": 20 * 1024 * 1024,
+    "request_rate": 1000,
+    "storage_bytes": 10 * 1024**3,
+    "max_topics": 100,
+    "max_partitions": 1000,
+    "max_connections": 100,
 }

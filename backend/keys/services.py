@@ -1,0 +1,82 @@
+"""Creating and revoking API keys. The secret exists only in the create call's return value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from backend.audit.services import audit_record
+from backend.core.context import RequestContext
+from backend.keys import tokens
+from backend.keys.models import ApiKey
+
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class CreatedApiKey:
+    api_key: ApiKey
+    token: str  # slk_<key_id>.<secret>: returned once, never stored
+
+
+def api_key_snapshot(key: ApiKey) -> dict:
+    return {
+        "key_id": key.key_id,
+        "service_account": str(key.service_account_id),
+        "description": key.description,
+        "revoked": key.revoked_at is not None,
+    }
+
+
+@transaction.atomic
+def api_key_create(*, ctx: RequestContext, service_account, description: str = "") -> CreatedApiKey:
+    secret = tokens.new_secret()
+    key_id = tokens.new_key_id()
+    while ApiKey.objects.filter(pk=key_id).exists():  # 96 random bits: never in practice
+        key_id = tokens.new_key_id()
+    key = ApiKey.objects.create(
+        key_id=key_id,
+        organisation=service_account.organisation,
+        service_account=service_account,
+        secret_sha256=tokens.hash_secret(secret),
+        description=description,
+        created_by=ctx.actor_label,
+    )
+    audit_record(
+        ctx=ctx,
+        action="api_key.create",
+        object_type="api_key",
+        object_id=key.key_id,
+        after=api_key_snapshot(key),
+    )
+    return CreatedApiKey(key, tokens.format_token(key_id, secret))
+
+
+@transaction.atomic
+def api_key_revoke(*, ctx: RequestContext, api_key: ApiKey) -> ApiKey:
+    """Revocation is effective at once: authentication reads ``revoked_at`` on every request."""
+    if api_key.revoked_at is not None:
+        return api_key
+    before = api_key_snapshot(api_key)
+    api_key.revoked_at = timezone.now()
+    api_key.save(update_fields=["revoked_at"])
+    audit_record(
+        ctx=ctx,
+        action="api_key.revoke",
+        object_type="api_key",
+        object_id=api_key.key_id,
+        before=before,
+        after=api_key_snapshot(api_key),
+    )
+    return api_key
+
+
+def api_key_touch(api_key: ApiKey) -> None:
+    """Record use, at most once per ``LAST_USED_RESOLUTION`` (not audited: not a change)."""
+    now = timezone.now()
+    if api_key.last_used_at is None or now - api_key.last_used_at >= LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+        api_key.last_used_at = now

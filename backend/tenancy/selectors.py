@@ -1,0 +1,59 @@
+"""Reads of organisations, memberships and service accounts, always scoped by organisation."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db.models import QuerySet
+
+from backend.core.exceptions import NotFound
+from backend.tenancy.models import Membership, Organisation, ServiceAccount
+
+
+def _as_uuid(value) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value))
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def organisation_lookup(ref: str) -> Organisation | None:
+    """An active organisation by id (UUID) or slug; None when there is none."""
+    as_id = _as_uuid(ref)
+    qs = Organisation.objects.filter(is_active=True)
+    org = qs.filter(pk=as_id).first() if as_id else None
+    return org or qs.filter(slug=str(ref)).first()
+
+
+def membership_list_for_user(*, user) -> QuerySet[Membership]:
+    return Membership.objects.filter(user=user, organisation__is_active=True).select_related(
+        "organisation"
+    )
+
+
+def membership_for(*, user, organisation: Organisation) -> Membership | None:
+    return Membership.objects.filter(user=user, organisation=organisation).first()
+
+
+def membership_list(*, organisation: Organisation) -> QuerySet[Membership]:
+    return Membership.objects.filter(organisation=organisation).select_related("user")
+
+
+def membership_get(*, organisation: Organisation, membership_id) -> Membership:
+    pk = _as_uuid(membership_id)
+    m = membership_list(organisation=organisation).filter(pk=pk).first() if pk else None
+    if m is None:
+        raise NotFound("no such member in this organisation")
+    return m
+
+
+def service_account_list(*, organisation: Organisation) -> QuerySet[ServiceAccount]:
+    return ServiceAccount.objects.filter(organisation=organisation)
+
+
+def service_account_get(*, organisation: Organisation, service_account_id) -> ServiceAccount:
+    pk = _as_uuid(service_account_id)
+    sa = service_account_list(organisation=organisation).filter(pk=pk).first() if pk else None
+    if sa is None:
+        raise NotFound("no such service account in this organisation")
+    return sa

@@ -1,0 +1,202 @@
+"""Writes of organisations, memberships and service accounts; each records an audit event."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+
+from backend.audit.services import audit_record
+from backend.core.context import RequestContext
+from backend.core.exceptions import Conflict, InvalidRequest, NotFound, PermissionDenied
+from backend.tenancy import roles
+from backend.tenancy.models import Membership, Organisation, ServiceAccount
+
+
+def organisation_snapshot(org: Organisation) -> dict:
+    return {"id": str(org.id), "slug": org.slug, "name": org.name, "is_active": org.is_active}
+
+
+def membership_snapshot(m: Membership) -> dict:
+    return {"id": str(m.id), "user": m.user.get_username(), "role": m.role}
+
+
+def service_account_snapshot(sa: ServiceAccount) -> dict:
+    return {
+        "id": str(sa.id),
+        "name": sa.name,
+        "description": sa.description,
+        "role": sa.role,
+        "is_active": sa.is_active,
+    }
+
+
+@transaction.atomic
+def organisation_create(*, ctx: RequestContext, slug: str, name: str, owner) -> Organisation:
+    """A new tenant with ``owner`` as its first owner and the default quota."""
+    from backend.quotas.services import quota_create_default
+
+    if Organisation.objects.filter(slug=slug).exists():
+        raise Conflict("an organisation with this slug exists", {"slug": ["already taken"]})
+    org = Organisation(slug=slug, name=name)
+    org.full_clean()
+    org.save()
+    Membership.objects.create(organisation=org, user=owner, role=roles.OWNER)
+    ctx = RequestContext(
+        organisation=org, role=roles.OWNER, user=ctx.user, ip=ctx.ip, user_agent=ctx.user_agent
+    ) if ctx.user is not None else RequestContext.system(org)
+    audit_record(
+        ctx=ctx,
+        action="organisation.create",
+        object_type="organisation",
+        object_id=org.id,
+        after=organisation_snapshot(org),
+    )
+    quota_create_default(ctx=ctx, organisation=org)
+    return org
+
+
+@transaction.atomic
+def organisation_update(*, ctx: RequestContext, name: str) -> Organisation:
+    org = Organisation.objects.select_for_update().get(pk=ctx.organisation.pk)
+    before = organisation_snapshot(org)
+    org.name = name
+    org.full_clean()
+    org.save(update_fields=["name"])
+    audit_record(
+        ctx=ctx,
+        action="organisation.update",
+        object_type="organisation",
+        object_id=org.id,
+        before=before,
+        after=organisation_snapshot(org),
+    )
+    return org
+
+
+def _check_can_grant(ctx: RequestContext, role: str) -> None:
+    if role == roles.OWNER and ctx.role != roles.OWNER:
+        raise PermissionDenied("only an owner can grant or change the owner role")
+
+
+@transaction.atomic
+def membership_create(*, ctx: RequestContext, username: str, role: str) -> Membership:
+    _check_can_grant(ctx, role)
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None:
+        raise NotFound("no such user", {"username": ["no active user has this name"]})
+    try:
+        with transaction.atomic():
+            m = Membership.objects.create(organisation=ctx.organisation, user=user, role=role)
+    except IntegrityError:
+        raise Conflict(
+            "this user is already a member", {"username": ["already a member"]}
+        ) from None
+    audit_record(
+        ctx=ctx,
+        action="membership.create",
+        object_type="membership",
+        object_id=m.id,
+        after=membership_snapshot(m),
+    )
+    return m
+
+
+def _owner_count(org: Organisation) -> int:
+    return Membership.objects.filter(organisation=org, role=roles.OWNER).count()
+
+
+@transaction.atomic
+def membership_update(*, ctx: RequestContext, membership: Membership, role: str) -> Membership:
+    _check_can_grant(ctx, role)
+    if membership.role == roles.OWNER:
+        _check_can_grant(ctx, roles.OWNER)
+        if role != roles.OWNER and _owner_count(ctx.organisation) <= 1:
+            raise InvalidRequest("an organisation keeps at least one owner", {"role": ["last owner"]})
+    before = membership_snapshot(membership)
+    membership.role = role
+    membership.save(update_fields=["role"])
+    audit_record(
+        ctx=ctx,
+        action="membership.update",
+        object_type="membership",
+        object_id=membership.id,
+        before=before,
+        after=membership_snapshot(membership),
+    )
+    return membership
+
+
+@transaction.atomic
+def membership_delete(*, ctx: RequestContext, membership: Membership) -> None:
+    if membership.role == roles.OWNER:
+        _check_can_grant(ctx, roles.OWNER)
+        if _owner_count(ctx.organisation) <= 1:
+            raise InvalidRequest("an organisation keeps at least one owner")
+    before = membership_snapshot(membership)
+    mid = membership.id
+    membership.delete()
+    audit_record(
+        ctx=ctx, action="membership.delete", object_type="membership", object_id=mid, before=before
+    )
+
+
+@transaction.atomic
+def service_account_create(
+    *, ctx: RequestContext, name: str, description: str = "", role: str = roles.MEMBER
+) -> ServiceAccount:
+    if roles.RANK[role] > roles.RANK.get(ctx.role, roles.RANK[roles.OWNER]):
+        raise PermissionDenied("a service account cannot get a higher role than yours")
+    if ServiceAccount.objects.filter(organisation=ctx.organisation, name=name).exists():
+        raise Conflict("a service account with this name exists", {"name": ["already taken"]})
+    sa = ServiceAccount(
+        organisation=ctx.organisation, name=name, description=description, role=role
+    )
+    sa.full_clean()
+    sa.save()
+    audit_record(
+        ctx=ctx,
+        action="service_account.create",
+        object_type="service_account",
+        object_id=sa.id,
+        after=service_account_snapshot(sa),
+    )
+    return sa
+
+
+@transaction.atomic
+def service_account_update(
+    *, ctx: RequestContext, service_account: ServiceAccount, **changes
+) -> ServiceAccount:
+    role = changes.get("role")
+    if role is not None and roles.RANK[role] > roles.RANK.get(ctx.role, roles.RANK[roles.OWNER]):
+        raise PermissionDenied("a service account cannot get a higher role than yours")
+    before = service_account_snapshot(service_account)
+    for field in ("description", "role", "is_active"):
+        if field in changes:
+            setattr(service_account, field, changes[field])
+    service_account.full_clean()
+    service_account.save()
+    audit_record(
+        ctx=ctx,
+        action="service_account.update",
+        object_type="service_account",
+        object_id=service_account.id,
+        before=before,
+        after=service_account_snapshot(service_account),
+    )
+    return service_account
+
+
+@transaction.atomic
+def service_account_delete(*, ctx: RequestContext, service_account: ServiceAccount) -> None:
+    """Deleting a service account deletes (and so revokes) its API keys at once."""
+    before = service_account_snapshot(service_account)
+    sid = service_account.id
+    service_account.delete()
+    audit_record(
+        ctx=ctx,
+        action="service_account.delete",
+        object_type="service_account",
+        object_id=sid,
+        before=before,
+    )

@@ -1,0 +1,330 @@
+"""Broker benchmarks: one real broker process on loopback beside Redis Streams on loopback.
+
+Every figure is measured in the same run as its peer (../shared/BENCH.md):
+
+- ``produce.prebuilt.records_per_s``: pre-built RecordBatch v2 bodies (16 KiB batches of
+  100-byte values, one batch per request) POSTed by concurrent keep-alive connections, acks=1.
+  Peer: ``redis-benchmark`` XADD of 100-byte values, ``-P 64``.
+- ``produce.sdk.records_per_s``: the SDK producer, keyed 100-byte records, acks=1.
+  Peer: redis-py pipelined XADD, 1000 per round trip.
+- ``produce.json_rest.records_per_s``: v3 ``records:batch`` JSON, 100 records per request,
+  concurrent clients. Peer: redis-py pipelined XADD.
+- ``fetch.zero_copy.mb_per_s``: binary fetches of a page-cached partition by one consumer.
+  Peer: raw ``os.sendfile`` of the same segment file to a loopback socket.
+- ``fetch.zero_copy.broker_cpu_s_per_gib``: the broker's own CPU seconds per GiB served by
+  the sendfile path, beside the same broker forced to read + copy.
+- ``e2e.p99_ms``: producer send to consumer receipt at a steady 10k records/s.
+  Peer: Redis XADD to XREAD BLOCK at the same rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import aiohttp
+
+from bench import redis_peer
+from bench.report import Metric
+from bench.storage import make_batch
+from brokernodes.records.header import peek_batch_size, read_header
+from tests.integration.conftest import BrokerProcess, free_port, make_metadata
+
+RECORD_VALUE = b"v" * 100
+BINARY = "application/vnd.kafka.recordbatch.v2"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def start_broker(workdir: Path, topics: dict, extra_args: list[str] | None = None) -> BrokerProcess:
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    doc = make_metadata(port, topics)
+    metadata_path = workdir / "metadata.json"
+    metadata_path.write_text(json.dumps(doc))
+    broker = BrokerProcess(
+        workdir=workdir,
+        port=port,
+        metadata_path=metadata_path,
+        data_dir=workdir / "data",
+        extra_args=list(extra_args or []),
+        cluster_id=doc["cluster_id"],
+    )
+    broker.start()
+    return broker
+
+
+async def _post_loop(
+    session: aiohttp.ClientSession, url: str, body: bytes, headers: dict, deadline: float
+) -> int:
+    sent = 0
+    while time.perf_counter() < deadline:
+        async with session.post(url, data=body, headers=headers) as resp:
+            if resp.status != 200:
+                raise RuntimeError(f"produce failed: {resp.status} {await resp.text()}")
+            await resp.read()
+        sent += 1
+    return sent
+
+
+async def _produce_prebuilt(broker: BrokerProcess, seconds: float, connections: int) -> float:
+    batch, per_batch = make_batch()
+    url = f"{broker.url}/sluice/v1/topics/bench/partitions/0/batches?acks=1"
+    headers = {**broker.headers, "Content-Type": BINARY}
+    connector = aiohttp.TCPConnector(limit=connections)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        start = time.perf_counter()
+        deadline = start + seconds
+        counts = await asyncio.gather(
+            *(_post_loop(session, url, batch, headers, deadline) for _ in range(connections))
+        )
+        elapsed = time.perf_counter() - start
+    return sum(counts) * per_batch / elapsed
+
+
+def _json_body(records: int) -> bytes:
+    value = RECORD_VALUE.decode()
+    entries = [
+        {
+            "id": str(i),
+            "key": {"type": "STRING", "data": f"key-{i}"},
+            "value": {"type": "STRING", "data": value},
+        }
+        for i in range(records)
+    ]
+    return json.dumps({"entries": entries}).encode()
+
+
+async def _produce_json(broker: BrokerProcess, seconds: float, connections: int) -> float:
+    per_request = 100
+    body = _json_body(per_request)
+    url = f"{broker.url}/v3/clusters/{broker.cluster_id}/topics/bench/records:batch"
+    headers = {**broker.headers, "Content-Type": "application/json"}
+
+    async def loop(session, deadline) -> int:
+        sent = 0
+        while time.perf_counter() < deadline:
+            async with session.post(url, data=body, headers=headers) as resp:
+                if resp.status != 207:
+                    raise RuntimeError(f"JSON produce failed: {resp.status} {await resp.text()}")
+                reply = await resp.json()
+                if reply["failures"]:
+                    raise RuntimeError(f"JSON produce failures: {reply['failures'][:3]}")
+            sent += per_request
+        return sent
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=connections)) as s:
+        start = time.perf_counter()
+        deadline = start + seconds
+        counts = await asyncio.gather(*(loop(s, deadline) for _ in range(connections)))
+        return sum(counts) / (time.perf_counter() - start)
+
+
+def _fill(broker: BrokerProcess, topic: str, total_bytes: int) -> int:
+    """Produce ``total_bytes`` of 16 KiB batches into partition 0; returns bytes written."""
+    batch, _ = make_batch()
+    count = total_bytes // len(batch)
+    body = batch * 64  # 64 batches per request to fill quickly
+    url = f"{broker.url}/sluice/v1/topics/{topic}/partitions/0/batches?acks=1"
+    headers = {**broker.headers, "Content-Type": BINARY}
+
+    async def run() -> None:
+        async with aiohttp.ClientSession() as session:
+            for _ in range(count // 64):
+                async with session.post(url, data=body, headers=headers) as resp:
+                    if resp.status != 200:
+                        raise RuntimeError(f"fill failed: {resp.status} {await resp.text()}")
+                    await resp.read()
+
+    asyncio.run(run())
+    return (count // 64) * 64 * len(batch)
+
+
+async def _fetch_all(broker: BrokerProcess, topic: str, max_bytes: int) -> tuple[int, float]:
+    """Fetch partition 0 from offset 0 to its end; (bytes received, seconds)."""
+    url = f"{broker.url}/sluice/v1/topics/{topic}/partitions/0/batches"
+    received = 0
+    offset = 0
+    async with aiohttp.ClientSession() as session:
+        start = time.perf_counter()
+        while True:
+            params = {"offset": str(offset), "max_bytes": str(max_bytes)}
+            async with session.get(url, params=params, headers=broker.headers) as resp:
+                if resp.status != 200:
+                    raise RuntimeError(f"fetch failed: {resp.status} {await resp.text()}")
+                hw = int(resp.headers["Sluice-High-Watermark"])
+                data = await resp.read()
+            if not data:
+                break
+            received += len(data)
+            offset = _next_offset(data)
+            if offset >= hw:
+                break
+        return received, time.perf_counter() - start
+
+
+def _next_offset(data: bytes) -> int:
+    """The offset after the last whole batch in ``data`` (walks batch lengths only)."""
+    position = last = 0
+    while position < len(data):
+        last = position
+        position += peek_batch_size(data, position)
+    return read_header(data, last).next_offset
+
+
+def _raw_sendfile_mb_per_s(path: str, chunk: int) -> float:
+    """Send ``path`` with os.sendfile over a loopback TCP socket to a reader thread."""
+    size = os.path.getsize(path)
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    got = [0]
+
+    def reader() -> None:
+        conn, _ = server.accept()
+        with conn:
+            buf = bytearray(1 << 20)
+            while got[0] < size:
+                n = conn.recv_into(buf)
+                if not n:
+                    break
+                got[0] += n
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    with socket.create_connection(("127.0.0.1", port)) as sock, open(path, "rb") as f:
+        start = time.perf_counter()
+        offset = 0
+        while offset < size:
+            offset += os.sendfile(sock.fileno(), f.fileno(), offset, min(chunk, size - offset))
+        thread.join(timeout=60)
+        elapsed = time.perf_counter() - start
+    server.close()
+    return got[0] / elapsed / (1024 * 1024)
+
+
+def run(quick: bool = False) -> list[Metric]:
+    seconds = 3.0 if quick else 10.0
+    connections = 8
+    base = Path(tempfile.mkdtemp(prefix="sluice-bench-broker-"))
+    metrics: list[Metric] = []
+    try:
+        with redis_peer.redis_server() as port:
+            redis_xadd = redis_peer.benchmark_xadd(port, 300_000 if quick else 2_000_000)
+            redis_py = redis_peer.redis_py_xadd(port, 100_000 if quick else 500_000)
+            redis_lat = redis_peer.redis_e2e_latencies_ms(port, 10_000, 2 if quick else 10)
+        broker = start_broker(base / "b1", {"bench": (1, {}), "fetch": (1, {})})
+        try:
+            prebuilt = asyncio.run(_produce_prebuilt(broker, seconds, connections))
+            metrics.append(
+                Metric(
+                    name="produce.prebuilt.records_per_s",
+                    value=round(prebuilt),
+                    unit="records/s",
+                    better="higher",
+                    workload=(
+                        f"pre-built RecordBatch v2 bodies, 16 KiB batches of 100-byte values, "
+                        f"one batch per request, {connections} keep-alive connections "
+                        f"(aiohttp), acks=1, one broker, {seconds:.0f} s"
+                    ),
+                    peer="redis-benchmark XADD 100-byte values -P 64 -c 50",
+                    peer_value=round(redis_xadd),
+                    target_ratio=1.0,
+                )
+            )
+            json_rate = asyncio.run(_produce_json(broker, seconds, connections))
+            metrics.append(
+                Metric(
+                    name="produce.json_rest.records_per_s",
+                    value=round(json_rate),
+                    unit="records/s",
+                    better="higher",
+                    workload=(
+                        f"v3 records:batch, 100 STRING records of 100 bytes per request, "
+                        f"{connections} concurrent clients, acks=1, {seconds:.0f} s"
+                    ),
+                    peer="redis-py (hiredis) pipelined XADD, 1000 per round trip",
+                    peer_value=round(redis_py),
+                    target_ratio=0.5,
+                )
+            )
+            metrics.extend(_fetch_metrics(base, broker, quick))
+        finally:
+            broker.stop()
+        metrics.extend(_sdk_and_e2e_metrics(base, redis_py, redis_lat, quick))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return metrics
+
+
+def _fetch_metrics(base: Path, broker: BrokerProcess, quick: bool) -> list[Metric]:
+    total = (256 if quick else 1024) * 1024 * 1024
+    written = _fill(broker, "fetch", total)
+    segment = sorted((broker.data_dir / "fetch-0").glob("*.log"))[0]
+    max_bytes = 1024 * 1024
+    # Warm the page cache, then measure.
+    asyncio.run(_fetch_all(broker, "fetch", max_bytes))
+    before = cpu_seconds(broker.pid)
+    got, elapsed = asyncio.run(_fetch_all(broker, "fetch", max_bytes))
+    send_cpu = cpu_seconds(broker.pid) - before
+    assert got == written, f"fetched {got} bytes of {written}"
+    raw = _raw_sendfile_mb_per_s(str(segment), max_bytes)
+    mib = got / (1024 * 1024)
+    gib = got / (1024**3)
+    copy_broker = start_broker(
+        base / "b-copy", {"fetch": (1, {})}, extra_args=["--fetch-path", "copy"]
+    )
+    try:
+        shutil.rmtree(copy_broker.data_dir / "fetch-0", ignore_errors=True)
+        copy_broker.stop()
+        shutil.copytree(broker.data_dir / "fetch-0", copy_broker.data_dir / "fetch-0")
+        copy_broker.start()
+        asyncio.run(_fetch_all(copy_broker, "fetch", max_bytes))
+        before = cpu_seconds(copy_broker.pid)
+        got_copy, _ = asyncio.run(_fetch_all(copy_broker, "fetch", max_bytes))
+        copy_cpu = cpu_seconds(copy_broker.pid) - before
+    finally:
+        copy_broker.stop()
+    return [
+        Metric(
+            name="fetch.zero_copy.mb_per_s",
+            value=round(mib / elapsed, 1),
+            unit="MiB/s",
+            better="higher",
+            workload=(
+                f"binary fetch of a page-cached {mib:.0f} MiB partition by one "
+                f"consumer, max_bytes 1 MiB per fetch"
+            ),
+            peer="raw os.sendfile of the segment file to a loopback socket, 1 MiB calls",
+            peer_value=round(raw, 1),
+            target_ratio=0.7,
+        ),
+        Metric(
+            name="fetch.zero_copy.broker_cpu_s_per_gib",
+            value=round(send_cpu / gib, 3),
+            unit="CPU s/GiB",
+            better="lower",
+            workload=f"broker process CPU (utime+stime) while serving {mib:.0f} MiB",
+            peer="the same endpoint on a broker started with --fetch-path copy",
+            peer_value=round(copy_cpu / (got_copy / 1024**3), 3),
+            target_ratio=0.7,
+        ),
+    ]
+
+
+def _sdk_and_e2e_metrics(base: Path, redis_py: float, redis_lat: list[float], quick: bool):
+    """Filled in once the SDK lands (its producer and consumer drive these two)."""
+    _ = (base, redis_py, redis_lat, quick, statistics)
+    return []

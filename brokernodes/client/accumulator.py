@@ -1,0 +1,223 @@
+"""Producer batches and delivery futures: the part of the producer that never does I/O.
+
+A ``ProducerBatch`` collects ``Record`` tuples for one partition until it is full
+(``batch_size`` bytes, estimated) or its linger time is up; the sender then encodes it once,
+with the producer id, epoch and base sequence, and keeps those bytes for every retry so the
+broker can recognise a resend. ``send`` returns a ``RecordFuture``: two slots (batch, index),
+no per-record asyncio future; its metadata is derived when asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from brokernodes.errors import ClientTimeoutError
+
+__all__ = [
+    "PartitionQueue",
+    "ProducerBatch",
+    "RecordFuture",
+    "RecordMetadata",
+]
+
+log = logging.getLogger("brokernodes.client.producer")
+
+RECORD_OVERHEAD = 16  # length, attributes, deltas, key/value lengths, header count (estimate)
+
+
+class RecordMetadata(NamedTuple):
+    """Where a record landed. ``offset`` is -1 with acks=0 (the broker does not say)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ProducerBatch:
+    """Records for one partition; completed once, with a base offset or an error."""
+
+    __slots__ = (
+        "_callbacks",
+        "_event",
+        "_future",
+        "attempts",
+        "base_offset",
+        "base_sequence",
+        "created",
+        "done",
+        "encoded",
+        "error",
+        "log_append_time",
+        "partition",
+        "producer_id",
+        "records",
+        "size",
+        "topic",
+    )
+
+    def __init__(self, topic: str, partition: int, created: float, sync: bool) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.created = created
+        self.records: list = []
+        self.size = 0
+        self.encoded: bytes | None = None
+        self.producer_id = -1
+        self.base_sequence = -1
+        self.attempts = 0
+        self.done = False
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: BaseException | None = None
+        self._callbacks: list | None = None
+        self._future: asyncio.Future | None = None
+        self._event = threading.Event() if sync else None
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProducerBatch {self.topic}-{self.partition} records={len(self.records)} "
+            f"size={self.size} seq={self.base_sequence} done={self.done}>"
+        )
+
+    # --- completion (on the sender's loop) ----------------------------------------------
+
+    def complete(self, base_offset: int, log_append_time: int = -1) -> None:
+        self._finish(base_offset, log_append_time, None)
+
+    def fail(self, error: BaseException) -> None:
+        self._finish(-1, -1, error)
+
+    def _finish(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
+        if self.done:
+            return
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self.error = error
+        self.done = True
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result(None)
+        if self._event is not None:
+            self._event.set()
+        callbacks = self._callbacks
+        if callbacks:
+            self._callbacks = None
+            for index, fn in callbacks:
+                _run_callback(fn, self, index)
+
+    def add_callback(self, index: int, fn: Callable) -> None:
+        """``fn(error, metadata)`` once the record at ``index`` is delivered or failed."""
+        if self.done:
+            _run_callback(fn, self, index)
+        elif self._callbacks is None:
+            self._callbacks = [(index, fn)]
+        else:
+            self._callbacks.append((index, fn))
+
+    async def wait(self) -> None:
+        if self.done:
+            return
+        if self._future is None:
+            self._future = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._future)
+
+    def wait_blocking(self, timeout: float | None) -> None:
+        if self.done:
+            return
+        if self._event is None:
+            raise RuntimeError(
+                "this record belongs to an AsyncProducer: await its future instead of "
+                "calling result()"
+            )
+        if not self._event.wait(timeout):
+            raise ClientTimeoutError(f"record not delivered within {timeout:g}s")
+
+    def metadata(self, index: int) -> RecordMetadata:
+        timestamp = self.log_append_time
+        if timestamp == -1:
+            timestamp = self.records[index][0]
+        offset = self.base_offset + index if self.base_offset >= 0 else -1
+        return RecordMetadata(self.topic, self.partition, offset, timestamp)
+
+
+def _run_callback(fn: Callable, batch: ProducerBatch, index: int) -> None:
+    try:
+        if batch.error is not None:
+            fn(batch.error, None)
+        else:
+            fn(None, batch.metadata(index))
+    except Exception:
+        log.exception("delivery callback %r raised", fn)
+
+
+class RecordFuture:
+    """The delivery of one record: ``await fut`` (async) or ``fut.result(timeout)`` (sync)
+    give its ``RecordMetadata`` or raise its error."""
+
+    __slots__ = ("_batch", "_index")
+
+    def __init__(self, batch: ProducerBatch, index: int) -> None:
+        self._batch = batch
+        self._index = index
+
+    def __repr__(self) -> str:
+        state = "pending" if not self._batch.done else (self._batch.error or "delivered")
+        return f"<RecordFuture {self._batch.topic}-{self._batch.partition} {state}>"
+
+    def done(self) -> bool:
+        return self._batch.done
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        batch = self._batch
+        batch.wait_blocking(timeout)
+        if batch.error is not None:
+            raise batch.error
+        return batch.metadata(self._index)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._batch.wait_blocking(timeout)
+        return self._batch.error
+
+    def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
+        """``fn(future)`` when done (on the producer's event loop thread)."""
+        self._batch.add_callback(self._index, lambda _e, _m: fn(self))
+
+    def __await__(self):
+        batch = self._batch
+        if not batch.done:
+            yield from batch.wait().__await__()
+        if batch.error is not None:
+            raise batch.error
+        return batch.metadata(self._index)
+
+
+class PartitionQueue:
+    """Per-partition state of the producer: the open batch, sealed batches waiting to be sent,
+    and the idempotence sequence. One request in flight per partition keeps order."""
+
+    __slots__ = (
+        "backoff_until",
+        "in_flight",
+        "next_sequence",
+        "open",
+        "partition",
+        "producer_id",
+        "sealed",
+        "topic",
+    )
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.open: ProducerBatch | None = None
+        self.sealed: deque[ProducerBatch] = deque()
+        self.in_flight = False
+        self.next_sequence = 0
+        self.producer_id = -1
+        self.backoff_until = 0.0

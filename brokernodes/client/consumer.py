@@ -1,0 +1,643 @@
+"""The Sluice consumer: ``AsyncConsumer`` on an event loop, ``Consumer`` for plain threads.
+
+Manual assignment (consumer groups come with their own issue): ``assign`` partitions,
+``seek`` them (to an offset, the beginning, the end, or a timestamp), ``poll`` records.
+
+Each assigned partition has one fetch task that keeps one binary fetch outstanding
+(``GET .../batches?offset=&max_wait_ms=``, a long poll) while earlier records wait in the
+partition's buffer for ``poll``: fetching runs ahead of processing, bounded by
+``max_buffered_bytes`` per partition. A fetch outside the log (OFFSET_OUT_OF_RANGE) resets the
+position per ``auto_offset_reset``: ``earliest``, ``latest``, or ``none`` (``poll`` raises).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+from urllib.parse import quote
+
+from brokernodes.client._loop import LoopThread
+from brokernodes.client.http import HttpTransport
+from brokernodes.client.metadata import (
+    ClusterMetadata,
+    TopicPartition,
+    bootstrap_urls,
+    fetch_metadata,
+)
+from brokernodes.errors import (
+    BrokerConnectionError,
+    BrokerError,
+    ClientClosedError,
+    ClientTimeoutError,
+    SluiceError,
+    UnknownTopicError,
+)
+from brokernodes.records.batch import decode_batch
+from brokernodes.records.header import LOG_OVERHEAD, peek_batch_size
+
+__all__ = ["AsyncConsumer", "Consumer", "ConsumerRecord", "OffsetAndTimestamp", "TopicPartition"]
+
+log = logging.getLogger("brokernodes.client.consumer")
+
+RESET_POLICIES = ("earliest", "latest", "none")
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+def _tp(value: TopicPartition | tuple[str, int]) -> TopicPartition:
+    if type(value) is TopicPartition:
+        return value
+    topic, partition = value
+    return TopicPartition(str(topic), int(partition))
+
+
+def _partition_path(tp: TopicPartition, what: str) -> str:
+    return f"/sluice/v1/topics/{quote(tp.topic, safe='')}/partitions/{tp.partition}/{what}"
+
+
+class _PartitionState:
+    __slots__ = (
+        "buffer",
+        "buffered_bytes",
+        "error",
+        "fetch_offset",
+        "high_watermark",
+        "log_start_offset",
+        "position",
+        "room",
+        "task",
+        "tp",
+    )
+
+    def __init__(self, tp: TopicPartition) -> None:
+        self.tp = tp
+        self.position: int | None = None  # next offset poll returns; None: reset first
+        self.fetch_offset: int | None = None  # next offset to fetch (>= position)
+        self.buffer: deque[ConsumerRecord] = deque()
+        self.buffered_bytes = 0
+        self.high_watermark: int | None = None
+        self.log_start_offset: int | None = None
+        self.error: BaseException | None = None
+        self.task: asyncio.Task | None = None
+        self.room = asyncio.Event()
+
+
+class AsyncConsumer:
+    """Asynchronous consumer with manual assignment.
+
+    ``async with AsyncConsumer(url, api_key=...) as c: c.assign([("orders", 0)]); ...``
+    """
+
+    def __init__(
+        self,
+        url: str | list[str],
+        api_key: str | None = None,
+        *,
+        auto_offset_reset: str = "latest",
+        fetch_max_bytes: int = 1_048_576,
+        fetch_max_wait_ms: int = 500,
+        fetch_min_bytes: int = 1,
+        max_poll_records: int = 500,
+        max_buffered_bytes: int = 4 * 1_048_576,
+        request_timeout_ms: float = 30_000,
+        retry_backoff_ms: float = 100,
+        check_crcs: bool = True,
+        transport: HttpTransport | None = None,
+    ) -> None:
+        if auto_offset_reset not in RESET_POLICIES:
+            raise ValueError(
+                f"auto_offset_reset must be one of {', '.join(RESET_POLICIES)}, "
+                f"not {auto_offset_reset!r}"
+            )
+        self._urls = bootstrap_urls(url)
+        self.auto_offset_reset = auto_offset_reset
+        self.fetch_max_bytes = fetch_max_bytes
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_min_bytes = fetch_min_bytes
+        self.max_poll_records = max_poll_records
+        self.max_buffered_bytes = max_buffered_bytes
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.check_crcs = check_crcs
+        # A long poll answers after max_wait_ms at the latest: give it that on top.
+        self._transport = transport or HttpTransport(
+            api_key,
+            max_connections_per_host=64,
+            request_timeout_s=request_timeout_ms / 1000 + fetch_max_wait_ms / 1000,
+        )
+        self._owns_transport = transport is None
+        self._metadata: ClusterMetadata | None = None
+        self._partitions: dict[TopicPartition, _PartitionState] = {}
+        self._data = asyncio.Event()
+        self._started = False
+        self._closed = False
+        self._next = 0  # round-robin start for poll
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if not self._started:
+            try:
+                self._metadata = await fetch_metadata(self._transport, self._urls)
+            except BaseException:
+                await self._close_transport()
+                raise
+            self._started = True
+
+    async def __aenter__(self) -> AsyncConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._stop_fetchers(list(self._partitions.values()))
+        self._partitions.clear()
+        self._data.set()
+        await self._close_transport()
+
+    async def _close_transport(self) -> None:
+        if self._owns_transport:
+            await self._transport.close()
+
+    @property
+    def metadata(self) -> ClusterMetadata | None:
+        return self._metadata
+
+    async def refresh_metadata(self) -> ClusterMetadata:
+        self._metadata = await fetch_metadata(self._transport, self._urls)
+        return self._metadata
+
+    async def partitions_for(self, topic: str) -> list[TopicPartition]:
+        metadata = self._metadata or await self.refresh_metadata()
+        if topic not in metadata.topics:
+            metadata = await self.refresh_metadata()
+        info = metadata.topic(topic)
+        return [TopicPartition(topic, p.partition) for p in info.partitions]
+
+    # --- assignment and positions ----------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Consume exactly these partitions (replacing any earlier assignment). Positions
+        start unknown: ``seek`` them, or the first fetch applies ``auto_offset_reset``."""
+        self._check_open()
+        wanted = [_tp(p) for p in partitions]
+        metadata = self._metadata
+        for tp in wanted:
+            if metadata is not None:
+                n = metadata.num_partitions(tp.topic)
+                if n is None:
+                    metadata.topic(tp.topic)  # raises UnknownTopicError
+                if not 0 <= tp.partition < n:
+                    raise UnknownTopicError(
+                        f"partition {tp.partition} does not exist: topic {tp.topic!r} has "
+                        f"{n} partitions"
+                    )
+        removed = [s for tp, s in self._partitions.items() if tp not in wanted]
+        for state in removed:
+            del self._partitions[state.tp]
+            if state.task is not None:
+                state.task.cancel()
+        for tp in wanted:
+            if tp not in self._partitions:
+                state = self._partitions[tp] = _PartitionState(tp)
+                self._start_fetcher(state)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._partitions)
+
+    def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
+        """Make the next ``poll`` return records of ``partition`` from ``offset``."""
+        state = self._state(partition)
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, not {offset}")
+        self._reposition(state, int(offset))
+
+    async def seek_to_beginning(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        """Seek ``partitions`` (default: all assigned) to their log start offsets."""
+        await self._seek_to("earliest", partitions)
+
+    async def seek_to_end(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        """Seek ``partitions`` (default: all assigned) to their ends: only new records."""
+        await self._seek_to("latest", partitions)
+
+    async def seek_to_timestamp(
+        self, timestamp_ms: int, *partitions: TopicPartition | tuple[str, int]
+    ) -> None:
+        """Seek to the first record at or after ``timestamp_ms`` (the end if none)."""
+        await self._seek_to(int(timestamp_ms), partitions)
+
+    async def _seek_to(self, spec: str | int, partitions: tuple) -> None:
+        states = [self._state(p) for p in partitions] or list(self._partitions.values())
+        found = await asyncio.gather(*(self._list_offset(s.tp, spec) for s in states))
+        for state, result in zip(states, found, strict=True):
+            self._reposition(state, result.offset)
+
+    async def position(self, partition: TopicPartition | tuple[str, int]) -> int:
+        """The offset of the next record ``poll`` returns for ``partition``."""
+        state = self._state(partition)
+        if state.position is None:
+            await self._reset(state)
+        assert state.position is not None
+        return state.position
+
+    async def offsets_for_times(
+        self, timestamps: dict[TopicPartition | tuple[str, int], int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """For each partition, the first offset whose batch timestamp is >= the given time
+        (Kafka's ListOffsets); the log end offset when there is none."""
+        tps = [_tp(tp) for tp in timestamps]
+        found = await asyncio.gather(
+            *(
+                self._list_offset(tp, int(ts))
+                for tp, ts in zip(tps, timestamps.values(), strict=True)
+            )
+        )
+        return dict(zip(tps, found, strict=True))
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]]
+    ) -> dict[TopicPartition, int]:
+        tps = [_tp(p) for p in partitions]
+        found = await asyncio.gather(*(self._list_offset(tp, "earliest") for tp in tps))
+        return {tp: r.offset for tp, r in zip(tps, found, strict=True)}
+
+    async def end_offsets(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]]
+    ) -> dict[TopicPartition, int]:
+        tps = [_tp(p) for p in partitions]
+        found = await asyncio.gather(*(self._list_offset(tp, "latest") for tp in tps))
+        return {tp: r.offset for tp, r in zip(tps, found, strict=True)}
+
+    def highwater(self, partition: TopicPartition | tuple[str, int]) -> int | None:
+        """The high watermark the last fetch of ``partition`` reported."""
+        return self._state(partition).high_watermark
+
+    # --- poll ------------------------------------------------------------------------------
+
+    async def poll(
+        self, timeout: float = 1.0, max_records: int | None = None
+    ) -> list[ConsumerRecord]:
+        """Records from the assigned partitions, at most ``max_records`` (default
+        ``max_poll_records``); waits up to ``timeout`` seconds for the first. Raises a
+        partition's fetch error (e.g. OFFSET_OUT_OF_RANGE with ``auto_offset_reset="none"``)."""
+        self._check_open()
+        limit = max_records or self.max_poll_records
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            records = self._take(limit)
+            if records:
+                return records
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._closed:
+                return []
+            self._data.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await self._data.wait()
+
+    def __aiter__(self) -> AsyncConsumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        while True:
+            for state in self._partitions.values():
+                if state.buffer:
+                    return self._take(1)[0]
+            if self._closed:
+                raise StopAsyncIteration
+            records = await self.poll(1.0, 1)
+            if records:
+                return records[0]
+
+    def _take(self, limit: int) -> list[ConsumerRecord]:
+        states = list(self._partitions.values())
+        if not states:
+            return []
+        out: list[ConsumerRecord] = []
+        count = len(states)
+        start = self._next % count
+        for i in range(count):
+            state = states[(start + i) % count]
+            if state.error is not None and not state.buffer:
+                error, state.error = state.error, None
+                if out:
+                    state.error = error  # raise it on the next poll, after these records
+                    break
+                raise error
+            buffer = state.buffer
+            if not buffer:
+                continue
+            want = limit - len(out)
+            if len(buffer) <= want:
+                taken = list(buffer)
+                buffer.clear()
+                state.buffered_bytes = 0
+            else:
+                taken = [buffer.popleft() for _ in range(want)]
+                state.buffered_bytes = sum(len(r.value or b"") for r in buffer)
+            out.extend(taken)
+            state.position = taken[-1].offset + 1
+            state.room.set()
+            if len(out) >= limit:
+                self._next = (start + i + 1) % count
+                break
+        return out
+
+    # --- fetching --------------------------------------------------------------------------
+
+    def _state(self, partition: TopicPartition | tuple[str, int]) -> _PartitionState:
+        tp = _tp(partition)
+        try:
+            return self._partitions[tp]
+        except KeyError:
+            raise SluiceError(f"partition {tp.topic}-{tp.partition} is not assigned") from None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
+        if not self._started:
+            raise SluiceError("the consumer is not started: await consumer.start() first")
+
+    def _reposition(self, state: _PartitionState, offset: int | None) -> None:
+        if state.task is not None:
+            state.task.cancel()
+        state.position = offset
+        state.fetch_offset = offset
+        state.buffer.clear()
+        state.buffered_bytes = 0
+        state.error = None
+        self._start_fetcher(state)
+
+    def _start_fetcher(self, state: _PartitionState) -> None:
+        state.task = asyncio.get_running_loop().create_task(
+            self._fetch_loop(state), name=f"sluice-fetch-{state.tp.topic}-{state.tp.partition}"
+        )
+
+    async def _stop_fetchers(self, states: list[_PartitionState]) -> None:
+        tasks = [s.task for s in states if s.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _list_offset(self, tp: TopicPartition, spec: str | int) -> OffsetAndTimestamp:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                url = self._leader_url(tp) + _partition_path(tp, "offsets")
+                doc = await self._transport.get_json(url, {"timestamp": str(spec)})
+                return OffsetAndTimestamp(int(doc["offset"]), int(doc.get("timestamp", -1)))
+            except (BrokerConnectionError, ClientTimeoutError, BrokerError) as exc:
+                if not getattr(exc, "retriable", False) or attempt >= 5:
+                    raise
+                await self._backoff(attempt, refresh=True)
+
+    async def _reset(self, state: _PartitionState) -> None:
+        policy = self.auto_offset_reset
+        if policy == "none":
+            raise SluiceError(
+                f"partition {state.tp.topic}-{state.tp.partition} has no position and "
+                f"auto_offset_reset is none: seek it first"
+            )
+        result = await self._list_offset(state.tp, policy)
+        state.position = state.fetch_offset = result.offset
+
+    def _leader_url(self, tp: TopicPartition) -> str:
+        metadata = self._metadata
+        assert metadata is not None
+        url = metadata.leader_url(tp.topic, tp.partition)
+        if url is None:
+            if tp.topic not in metadata.topics:
+                metadata.topic(tp.topic)
+            raise BrokerError(
+                "LEADER_NOT_AVAILABLE",
+                f"partition {tp.topic}-{tp.partition} has no leader in metadata",
+            )
+        return url
+
+    async def _backoff(self, attempt: int, refresh: bool) -> None:
+        delay = min(1.0, self.retry_backoff_s * 2 ** (attempt - 1)) * random.uniform(0.8, 1.2)
+        await asyncio.sleep(delay)
+        if refresh:
+            try:
+                await self.refresh_metadata()
+            except SluiceError as exc:
+                log.info("consumer: metadata refresh failed: %s", exc)
+
+    async def _fetch_loop(self, state: _PartitionState) -> None:
+        tp = state.tp
+        attempt = 0
+        params = {
+            "max_bytes": str(self.fetch_max_bytes),
+            "max_wait_ms": str(self.fetch_max_wait_ms),
+            "min_bytes": str(self.fetch_min_bytes),
+        }
+        path = _partition_path(tp, "batches")
+        while True:
+            try:
+                if state.fetch_offset is None:
+                    await self._reset(state)
+                while state.buffered_bytes >= self.max_buffered_bytes:
+                    state.room.clear()
+                    await state.room.wait()
+                params["offset"] = str(state.fetch_offset)
+                response = await self._transport.request(
+                    "GET", self._leader_url(tp) + path, params=params
+                )
+                attempt = 0
+            except asyncio.CancelledError:
+                raise
+            except BrokerError as exc:
+                if exc.error_code == "OFFSET_OUT_OF_RANGE":
+                    if self.auto_offset_reset == "none":
+                        state.error = exc
+                        self._data.set()
+                        return
+                    log.info(
+                        "consumer: %s-%s offset %s out of range; resetting to %s",
+                        tp.topic,
+                        tp.partition,
+                        state.fetch_offset,
+                        self.auto_offset_reset,
+                    )
+                    result = await self._list_offset(tp, self.auto_offset_reset)
+                    state.fetch_offset = result.offset
+                    if not state.buffer:
+                        state.position = result.offset
+                    continue
+                attempt += 1
+                if not exc.retriable or attempt > 10:
+                    state.error = exc
+                    self._data.set()
+                    return
+                await self._backoff(attempt, refresh=True)
+                continue
+            except (BrokerConnectionError, ClientTimeoutError) as exc:
+                attempt += 1
+                if attempt > 10:
+                    state.error = exc
+                    self._data.set()
+                    return
+                await self._backoff(attempt, refresh=True)
+                continue
+            except SluiceError as exc:
+                state.error = exc
+                self._data.set()
+                return
+            headers = response.headers
+            hw = headers.get("Sluice-High-Watermark")
+            if hw is not None:
+                state.high_watermark = int(hw)
+            start = headers.get("Sluice-Log-Start-Offset")
+            if start is not None:
+                state.log_start_offset = int(start)
+            body = response.body
+            if body:
+                try:
+                    added = self._add_records(state, body)
+                except SluiceError as exc:
+                    state.error = exc
+                    self._data.set()
+                    return
+                if added:
+                    self._data.set()
+
+    def _add_records(self, state: _PartitionState, body: bytes) -> int:
+        tp = state.tp
+        topic, partition = tp
+        fetch_offset = state.fetch_offset
+        assert fetch_offset is not None
+        buffer = state.buffer
+        added = 0
+        added_bytes = 0
+        pos = 0
+        end = len(body)
+        make = ConsumerRecord._make
+        while pos < end:
+            size = peek_batch_size(body, pos)
+            if size is None or pos + size > end or size < LOG_OVERHEAD:
+                break  # a partial batch at the end of a size-capped fetch
+            batch = decode_batch(body, pos, verify_crc=self.check_crcs)
+            pos += size
+            header = batch.header
+            next_offset = header.next_offset
+            if next_offset <= fetch_offset:
+                continue
+            if not header.is_control:
+                for r in batch.records:
+                    if r.offset >= fetch_offset:
+                        buffer.append(make((topic, partition, *r)))
+                        added += 1
+                        added_bytes += len(r.value) if r.value else 0
+            fetch_offset = next_offset
+        state.fetch_offset = fetch_offset
+        state.buffered_bytes += added_bytes + added * 64
+        return added
+
+
+class Consumer:
+    """Blocking consumer: the ``AsyncConsumer`` runs on a private event loop thread.
+    Methods mirror ``AsyncConsumer``'s; timeouts are in seconds. Not thread-safe."""
+
+    def __init__(self, url: str | list[str], api_key: str | None = None, **config: Any) -> None:
+        self._thread = LoopThread("sluice-consumer")
+        self._request_timeout = config.get("request_timeout_ms", 30_000) / 1000 + 5
+        try:
+
+            async def create() -> AsyncConsumer:
+                consumer = AsyncConsumer(url, api_key, **config)
+                await consumer.start()
+                return consumer
+
+            self._consumer = self._thread.run(create())
+        except BaseException:
+            self._thread.stop()
+            raise
+        self._closed = False
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _run(self, coro: Any, timeout: float | None = None) -> Any:
+        return self._thread.run(coro, timeout or self._request_timeout)
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        return fn(*args)
+
+    @property
+    def metadata(self) -> ClusterMetadata | None:
+        return self._consumer.metadata
+
+    def partitions_for(self, topic: str) -> list[TopicPartition]:
+        return self._run(self._consumer.partitions_for(topic))
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        self._run(self._call(self._consumer.assign, list(partitions)))
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._consumer.assignment()
+
+    def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
+        self._run(self._call(self._consumer.seek, partition, offset))
+
+    def seek_to_beginning(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        self._run(self._consumer.seek_to_beginning(*partitions))
+
+    def seek_to_end(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        self._run(self._consumer.seek_to_end(*partitions))
+
+    def seek_to_timestamp(self, timestamp_ms: int, *partitions: Any) -> None:
+        self._run(self._consumer.seek_to_timestamp(timestamp_ms, *partitions))
+
+    def position(self, partition: TopicPartition | tuple[str, int]) -> int:
+        return self._run(self._consumer.position(partition))
+
+    def offsets_for_times(self, timestamps: dict) -> dict[TopicPartition, OffsetAndTimestamp]:
+        return self._run(self._consumer.offsets_for_times(timestamps))
+
+    def beginning_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
+        return self._run(self._consumer.beginning_offsets(list(partitions)))
+
+    def end_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
+        return self._run(self._consumer.end_offsets(list(partitions)))
+
+    def highwater(self, partition: TopicPartition | tuple[str, int]) -> int | None:
+        return self._consumer.highwater(partition)
+
+    def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
+        return self._run(self._consumer.poll(timeout, max_records), timeout + 30)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._run(self._consumer.close(), 10)
+        finally:
+            self._thread.stop()

@@ -1,0 +1,156 @@
+"""The SDK's HTTP transport: one aiohttp session per client, bearer auth on every request.
+
+Turns every failure into one of three errors a person (and the retry logic) can act on:
+
+- ``BrokerError``: the broker answered 4xx/5xx; carries its ``error_code`` and message.
+- ``BrokerConnectionError``: nothing answered, or the connection broke (retriable); the
+  message names the URL and what to check.
+- ``ClientTimeoutError``: no answer within the request timeout (retriable).
+
+Connections are pooled per broker, at most ``max_connections_per_host`` at once (the
+producer's ``max_in_flight``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import aiohttp
+import orjson
+
+from brokernodes.errors import BrokerConnectionError, BrokerError, ClientTimeoutError
+
+__all__ = ["BATCH_CONTENT_TYPE", "HttpResponse", "HttpTransport", "normalize_url"]
+
+BATCH_CONTENT_TYPE = "application/vnd.kafka.recordbatch.v2"
+USER_AGENT = "sluice-python/0.1"
+
+
+class HttpResponse(NamedTuple):
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return orjson.loads(self.body) if self.body else {}
+
+
+def normalize_url(url: str) -> str:
+    """``host:port`` or ``http://host:port/`` -> ``http://host:port`` (no trailing slash)."""
+    url = url.strip()
+    if "://" not in url:
+        url = "http://" + url
+    return url.rstrip("/")
+
+
+class HttpTransport:
+    """Async HTTP client bound to one event loop; create it (or call ``start``) on that loop."""
+
+    def __init__(
+        self,
+        api_key: str | None,
+        *,
+        max_connections_per_host: int = 5,
+        request_timeout_s: float = 30.0,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        self._api_key = api_key
+        self._limit = max(1, max_connections_per_host)
+        self.request_timeout_s = request_timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self._session: aiohttp.ClientSession | None = None
+        headers = {"User-Agent": USER_AGENT}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._headers = headers
+        self._batch_headers = {"Content-Type": BATCH_CONTENT_TYPE}
+
+    def _ensure_session(self) -> aiohttp.ClientSession:
+        session = self._session
+        if session is None or session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=0, limit_per_host=self._limit, ttl_dns_cache=300, enable_cleanup_closed=False
+            )
+            session = self._session = aiohttp.ClientSession(
+                connector=connector,
+                headers=self._headers,
+                auto_decompress=False,
+                skip_auto_headers=("Accept-Encoding",),
+                timeout=aiohttp.ClientTimeout(total=None, connect=self.connect_timeout_s),
+            )
+        return session
+
+    async def close(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: bytes | None = None,
+        json: Any = None,
+        content_type: str | None = None,
+        timeout_s: float | None = None,
+    ) -> HttpResponse:
+        """One request; returns a 2xx answer or raises one of the errors above."""
+        session = self._ensure_session()
+        headers = None
+        if json is not None:
+            body = orjson.dumps(json)
+            content_type = "application/json"
+        if content_type == BATCH_CONTENT_TYPE:
+            headers = self._batch_headers
+        elif content_type is not None:
+            headers = {"Content-Type": content_type}
+        timeout = self.request_timeout_s if timeout_s is None else timeout_s
+        try:
+            async with asyncio.timeout(timeout):
+                async with session.request(
+                    method, url, params=params, data=body, headers=headers
+                ) as response:
+                    data = await response.read()
+                    status = response.status
+                    resp_headers = response.headers
+        except TimeoutError:
+            raise ClientTimeoutError(
+                f"no answer from {url} within {timeout:g}s; the broker may be overloaded "
+                f"or unreachable"
+            ) from None
+        except aiohttp.ClientConnectorError as exc:
+            raise BrokerConnectionError(
+                f"cannot connect to {_origin(url)} ({_os_reason(exc)}); check that a broker is "
+                f"running there and that --url / SLUICE_URL points at it",
+                url=url,
+            ) from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise BrokerConnectionError(
+                f"connection to {_origin(url)} failed during the request "
+                f"({type(exc).__name__}: {exc})",
+                url=url,
+            ) from None
+        if status >= 400:
+            raise BrokerError.from_response(status, data, url)
+        return HttpResponse(status, resp_headers, data)
+
+    async def get_json(self, url: str, params: Mapping[str, Any] | None = None) -> Any:
+        return (await self.request("GET", url, params=params)).json()
+
+
+def _origin(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0]}" if rest else url
+
+
+def _os_reason(exc: aiohttp.ClientConnectorError) -> str:
+    os_error = getattr(exc, "os_error", None)
+    if isinstance(os_error, ConnectionRefusedError):
+        return "connection refused"
+    if os_error is not None and getattr(os_error, "strerror", None):
+        return str(os_error.strerror).lower()
+    return str(exc)

@@ -1,0 +1,895 @@
+"""The Sluice producer: ``AsyncProducer`` on an event loop, ``Producer`` for plain threads.
+
+How a record travels (Kafka's producer, over the binary HTTP produce path):
+
+1. ``send`` picks the partition (murmur2 of the key, KIP-480 sticky without one), appends a
+   ``Record`` tuple to the partition's open batch and returns a ``RecordFuture``. No I/O,
+   no per-record asyncio future.
+2. A batch is sealed when the next record would take it over ``batch_size`` bytes, or when
+   it is ``linger_ms`` old, or on ``flush``.
+3. The sender task takes up to ``MAX_BATCHES_PER_REQUEST`` sealed batches of a partition,
+   encodes each once (RecordBatch v2, compressed, with producer id, epoch and base sequence)
+   and POSTs them back to back in one request to the partition's leader. One request per
+   partition is in flight at a time, which keeps a partition's batches in order over HTTP's
+   several connections; up to ``max_in_flight`` requests (to different partitions) run at
+   once per broker.
+4. Retriable failures (no connection, timeouts, 5xx, NOT_LEADER_OR_FOLLOWER after a
+   metadata refresh) resend the very same bytes after a backoff, so with idempotence the
+   broker answers a batch it already has with its original offsets instead of appending it
+   twice. The broker remembers a producer's last 5 batches per partition; a request never
+   holds more, and nothing else of that partition is in flight meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
+from typing import Any
+from urllib.parse import quote
+
+from brokernodes.client._loop import LoopThread
+from brokernodes.client.accumulator import (
+    RECORD_OVERHEAD,
+    PartitionQueue,
+    ProducerBatch,
+    RecordFuture,
+    RecordMetadata,
+)
+from brokernodes.client.http import BATCH_CONTENT_TYPE, HttpTransport
+from brokernodes.client.metadata import ClusterMetadata, bootstrap_urls, fetch_metadata
+from brokernodes.client.partitioner import StickyPartitioner, murmur2
+from brokernodes.errors import (
+    BrokerConnectionError,
+    BrokerError,
+    BufferFullError,
+    ClientClosedError,
+    ClientTimeoutError,
+    SluiceError,
+    UnknownTopicError,
+)
+from brokernodes.records.batch import Record, encode_batch
+from brokernodes.records.compression import Compression
+
+__all__ = ["AsyncProducer", "Producer", "RecordFuture", "RecordMetadata"]
+
+log = logging.getLogger("brokernodes.client.producer")
+
+PRODUCER_IDS_PATH = "/sluice/v1/producer-ids"
+MAX_BATCHES_PER_REQUEST = 5  # the broker's dedup window per producer and partition
+MAX_SEQUENCE = (1 << 31) - 1
+KEY_CACHE_SIZE = 65536
+FATAL_SEQUENCE_CODES = frozenset({"OUT_OF_ORDER_SEQUENCE_NUMBER", "INVALID_PRODUCER_EPOCH"})
+SPLIT_CODES = frozenset({"REQUEST_TOO_LARGE", "MESSAGE_TOO_LARGE"})
+
+_new_record = partial(tuple.__new__, Record)  # skips NamedTuple's Python-level __new__
+
+
+def parse_acks(acks: int | str) -> str:
+    value = str(acks).strip().lower()
+    if value in ("-1", "all"):
+        return "all"
+    if value in ("0", "1"):
+        return value
+    raise ValueError(f"acks must be 0, 1 or all, not {acks!r}")
+
+
+def parse_compression(compression: str | int | Compression | None) -> Compression:
+    if compression is None:
+        return Compression.NONE
+    if isinstance(compression, str):
+        try:
+            return Compression[compression.strip().upper()]
+        except KeyError:
+            raise ValueError(
+                f"compression must be one of none, gzip, snappy, lz4, zstd, not {compression!r}"
+            ) from None
+    return Compression(compression)
+
+
+def _to_bytes(value: Any, what: str) -> bytes | None:
+    if value is None or type(value) is bytes:
+        return value
+    if type(value) is str:
+        return value.encode()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__}")
+
+
+def _headers(headers: Mapping | Iterable | None) -> tuple:
+    if not headers:
+        return ()
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return tuple((str(k), _to_bytes(v, "a header value")) for k, v in items)
+
+
+class _TopicState:
+    __slots__ = ("key_cache", "num_partitions", "queues", "sticky")
+
+    def __init__(self, name: str, num_partitions: int) -> None:
+        self.num_partitions = num_partitions
+        self.key_cache: dict[bytes, int] = {}  # key -> partition: murmur2 is ~1.5 us a key
+        self.sticky = StickyPartitioner()
+        self.queues = [PartitionQueue(name, p) for p in range(num_partitions)]
+
+    def resize(self, name: str, num_partitions: int) -> None:
+        if num_partitions > len(self.queues):
+            self.queues.extend(
+                PartitionQueue(name, p) for p in range(len(self.queues), num_partitions)
+            )
+        self.num_partitions = num_partitions
+        self.key_cache = {}
+
+
+class AsyncProducer:
+    """Asynchronous producer. Use ``async with AsyncProducer(url, api_key=...) as p:`` or
+    ``await p.start()`` / ``await p.close()``.
+
+    ``send`` never blocks: it returns a ``RecordFuture`` (``await`` it for the
+    ``RecordMetadata``) and raises ``BufferFullError`` when ``buffer_memory`` bytes are
+    already waiting; ``await produce(...)`` is ``send`` that waits for room instead.
+    """
+
+    def __init__(
+        self,
+        url: str | list[str],
+        api_key: str | None = None,
+        *,
+        acks: int | str = 1,
+        compression: str | int | None = "none",
+        compression_level: int | None = None,
+        batch_size: int = 16384,
+        linger_ms: float = 5,
+        max_in_flight: int = 5,
+        enable_idempotence: bool | None = None,
+        retries: int = 2**31 - 1,
+        retry_backoff_ms: float = 100,
+        retry_backoff_max_ms: float = 1000,
+        delivery_timeout_ms: float = 120_000,
+        request_timeout_ms: float = 30_000,
+        max_request_size: int = 1_048_576,
+        buffer_memory: int = 32 * 1024 * 1024,
+        metadata_max_age_ms: float = 300_000,
+        transport: HttpTransport | None = None,
+    ) -> None:
+        self._urls = bootstrap_urls(url)
+        self.acks = parse_acks(acks)
+        self.compression = parse_compression(compression)
+        self.compression_level = compression_level
+        if enable_idempotence is None:
+            enable_idempotence = self.acks != "0"
+        elif enable_idempotence and self.acks == "0":
+            raise ValueError("enable_idempotence needs acks=1 or acks=all, not acks=0")
+        self.idempotent = enable_idempotence
+        if batch_size <= 0 or max_in_flight <= 0:
+            raise ValueError("batch_size and max_in_flight must be positive")
+        self.batch_size = batch_size
+        self.linger_s = max(0.0, linger_ms / 1000)
+        self.max_in_flight = max_in_flight
+        self.retries = retries
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.retry_backoff_max_s = max(retry_backoff_ms, retry_backoff_max_ms) / 1000
+        self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.max_request_size = max_request_size
+        self.buffer_memory = buffer_memory
+        self.metadata_max_age_s = metadata_max_age_ms / 1000
+        self._transport = transport or HttpTransport(
+            api_key,
+            max_connections_per_host=max_in_flight,
+            request_timeout_s=self.request_timeout_s,
+        )
+        self._owns_transport = transport is None
+
+        self._lock = threading.Lock()
+        self._sync = False  # set by Producer: batches get a threading.Event, wakeups cross threads
+        self._topics: dict[str, _TopicState] = {}
+        self._queues_with_data: set[PartitionQueue] = set()
+        self._incomplete: set[ProducerBatch] = set()
+        self._buffered = 0
+        self._room = threading.Condition(self._lock)  # Producer.send waits on it when full
+        self._room_async: asyncio.Event | None = None
+        self._flushing = 0
+        self._metadata: ClusterMetadata | None = None
+        self._metadata_time = 0.0
+        self._metadata_refresh: asyncio.Future | None = None
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._pid_generation = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake_event: asyncio.Event | None = None
+        self._wake_pending = False
+        self._sender: asyncio.Task | None = None
+        self._requests: set[asyncio.Task] = set()
+        self._started = False
+        self._closed = False
+        self._running = False  # started and not closed: send may take the fast path
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Fetch metadata and (with idempotence) a producer id; start the sender."""
+        if self._started:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._wake_event = asyncio.Event()
+        self._room_async = asyncio.Event()
+        try:
+            await self._refresh_metadata()
+            if self.idempotent:
+                await self._init_producer_id()
+        except BaseException:
+            await self._close_transport()
+            raise
+        self._sender = self._loop.create_task(self._run_sender(), name="sluice-producer-sender")
+        self._started = True
+        self._running = True
+
+    async def __aenter__(self) -> AsyncProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Deliver what is buffered (up to ``timeout`` seconds), then stop."""
+        if self._closed:
+            return
+        if self._started:
+            try:
+                await self.flush(timeout)
+            except ClientTimeoutError:
+                log.warning("close: records still undelivered after %ss; failing them", timeout)
+        self._closed = True
+        self._running = False
+        if self._sender is not None:
+            self._sender.cancel()
+            await asyncio.gather(self._sender, return_exceptions=True)
+        for task in list(self._requests):
+            task.cancel()
+        await asyncio.gather(*self._requests, return_exceptions=True)
+        error = ClientClosedError("the producer was closed before the record was delivered")
+        with self._lock:
+            batches = list(self._incomplete)
+            self._incomplete.clear()
+        for batch in batches:
+            batch.fail(error)
+        await self._close_transport()
+
+    async def _close_transport(self) -> None:
+        if self._owns_transport:
+            await self._transport.close()
+
+    @property
+    def metadata(self) -> ClusterMetadata | None:
+        return self._metadata
+
+    @property
+    def producer_id(self) -> int:
+        return self._producer_id
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._buffered
+
+    # --- send ------------------------------------------------------------------------------
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | str | None = None,
+        key: bytes | str | None = None,
+        headers: Mapping[str, bytes | str | None]
+        | Iterable[tuple[str, bytes | str | None]]
+        | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any] | None = None,
+    ) -> RecordFuture:
+        """Queue one record; returns its ``RecordFuture`` at once.
+
+        ``timestamp`` is epoch milliseconds (default: now). ``on_delivery(error, metadata)``
+        runs on the producer's event loop once the record is acknowledged or has failed.
+        """
+        if type(value) is not bytes and value is not None:
+            value = _to_bytes(value, "value")
+        if type(key) is not bytes and key is not None:
+            key = _to_bytes(key, "key")
+        if timestamp is None:
+            timestamp = time.time_ns() // 1_000_000
+        if headers:
+            headers = _headers(headers)
+            size = RECORD_OVERHEAD + sum(len(k) + (len(v) if v else 0) + 4 for k, v in headers)
+        else:
+            headers = ()
+            size = RECORD_OVERHEAD
+        if key is not None:
+            size += len(key)
+        if value is not None:
+            size += len(value)
+        state = self._topics.get(topic)
+        if state is None or not self._running:
+            return self._send_slow(topic, value, key, headers, partition, timestamp, on_delivery)
+        with self._lock:
+            if self._buffered + size > self.buffer_memory and self._buffered:
+                raise BufferFullError(
+                    f"{self._buffered} bytes already wait to be sent (buffer_memory="
+                    f"{self.buffer_memory}); await produce(), flush(), or raise buffer_memory"
+                )
+            # Fast path: a keyed record that fits its partition's open batch.
+            if partition is None and key is not None:
+                partition = state.key_cache.get(key)
+                if partition is None:
+                    partition = (murmur2(key) & 0x7FFFFFFF) % state.num_partitions
+                    if len(state.key_cache) >= KEY_CACHE_SIZE:
+                        state.key_cache.clear()
+                    state.key_cache[key] = partition
+                batch = state.queues[partition].open
+                if batch is not None and batch.size + size <= self.batch_size:
+                    records = batch.records
+                    records.append(_new_record((timestamp, key, value, headers, None)))
+                    batch.size += size
+                    self._buffered += size
+                    index = len(records) - 1
+                else:
+                    batch, index = self._append(
+                        topic, state, key, value, headers, partition, timestamp, size
+                    )
+            else:
+                batch, index = self._append(
+                    topic, state, key, value, headers, partition, timestamp, size
+                )
+        future = RecordFuture(batch, index)
+        if on_delivery is not None:
+            batch.add_callback(index, on_delivery)
+        return future
+
+    async def produce(
+        self,
+        topic: str,
+        value: bytes | str | None = None,
+        key: bytes | str | None = None,
+        headers: Any = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        on_delivery: Callable | None = None,
+    ) -> RecordFuture:
+        """``send``, waiting while the buffer is full and while the topic's metadata loads."""
+        while True:
+            if topic not in self._topics and self._started and not self._closed:
+                await self._refresh_metadata()
+                if topic not in self._topics:
+                    self._metadata.topic(topic)  # raises UnknownTopicError
+            try:
+                return self.send(topic, value, key, headers, partition, timestamp, on_delivery)
+            except BufferFullError:
+                assert self._room_async is not None
+                self._room_async.clear()
+                await self._room_async.wait()
+
+    async def send_and_wait(self, topic: str, value: Any = None, **kwargs: Any) -> RecordMetadata:
+        """Send one record and wait for its acknowledgement."""
+        future = await self.produce(topic, value, **kwargs)
+        return await future
+
+    def _append(
+        self,
+        topic: str,
+        state: _TopicState,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple,
+        partition: int | None,
+        timestamp: int,
+        size: int,
+    ) -> tuple[ProducerBatch, int]:
+        """Add a record to its partition's open batch (call with the lock held)."""
+        n = state.num_partitions
+        sticky = False
+        if partition is None:
+            if key is not None:
+                partition = (murmur2(key) & 0x7FFFFFFF) % n
+            else:
+                partition = state.sticky.partition(None, n)
+                sticky = True
+        elif not 0 <= partition < n:
+            raise UnknownTopicError(
+                f"partition {partition} does not exist: topic {topic!r} has {n} partitions"
+            )
+        queue = state.queues[partition]
+        batch = queue.open
+        if batch is None or (batch.size + size > self.batch_size and batch.records):
+            if batch is not None:
+                self._seal(queue)
+            if sticky:
+                partition = state.sticky.on_new_batch(partition, n)
+                queue = state.queues[partition]
+                batch = queue.open
+                if batch is not None and batch.size + size > self.batch_size and batch.records:
+                    self._seal(queue)
+                    batch = None
+            else:
+                batch = None
+            if batch is None:
+                batch = queue.open = ProducerBatch(topic, partition, time.monotonic(), self._sync)
+                self._incomplete.add(batch)
+                self._queues_with_data.add(queue)
+                self._wake()
+        records = batch.records
+        records.append(_new_record((timestamp, key, value, headers, None)))
+        batch.size += size
+        self._buffered += size
+        return batch, len(records) - 1
+
+    def _seal(self, queue: PartitionQueue) -> None:
+        batch = queue.open
+        if batch is not None:
+            queue.open = None
+            queue.sealed.append(batch)
+            self._wake()
+
+    def _send_slow(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: tuple,
+        partition: int | None,
+        timestamp: int,
+        on_delivery: Callable | None,
+    ) -> Any:
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
+        if not self._started:
+            raise SluiceError("the producer is not started: await producer.start() first")
+        # Unknown topic: load metadata in the background, then send (records keep their order
+        # because the tasks resume in the order they were created).
+        future = asyncio.ensure_future(
+            self._send_after_metadata(topic, value, key, headers, partition, timestamp)
+        )
+        if on_delivery is not None:
+
+            def done(task: asyncio.Future) -> None:
+                if task.cancelled():
+                    on_delivery(ClientClosedError("cancelled"), None)
+                elif task.exception() is not None:
+                    on_delivery(task.exception(), None)
+                else:
+                    on_delivery(None, task.result())
+
+            future.add_done_callback(done)
+        return future
+
+    async def _send_after_metadata(self, topic, value, key, headers, partition, timestamp):
+        future = await self.produce(topic, value, key, headers, partition, timestamp)
+        return await future
+
+    # --- flush -----------------------------------------------------------------------------
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now and wait until each of those records is delivered or
+        failed. Raises ``ClientTimeoutError`` after ``timeout`` seconds."""
+        if not self._started:
+            return
+        with self._lock:
+            batches = list(self._incomplete)
+            self._flushing += 1
+        self._wake()
+        try:
+            waiting = [b.wait() for b in batches if not b.done]
+            if waiting:
+                try:
+                    async with asyncio.timeout(timeout):
+                        await asyncio.gather(*waiting)
+                except TimeoutError:
+                    raise ClientTimeoutError(
+                        f"flush: records still undelivered after {timeout:g}s"
+                    ) from None
+        finally:
+            self._flushing -= 1
+
+    # --- the sender ------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        event = self._wake_event
+        if event is None or event.is_set():
+            return
+        if not self._sync:
+            event.set()
+        elif not self._wake_pending:
+            self._wake_pending = True
+            assert self._loop is not None
+            self._loop.call_soon_threadsafe(self._wake_now)
+
+    def _wake_now(self) -> None:
+        self._wake_pending = False
+        assert self._wake_event is not None
+        self._wake_event.set()
+
+    async def _run_sender(self) -> None:
+        wake = self._wake_event
+        assert wake is not None
+        while True:
+            wake.clear()
+            now = time.monotonic()
+            if now - self._metadata_time > self.metadata_max_age_s:
+                self._spawn(self._refresh_metadata_quietly())
+            next_deadline = self._drain(now)
+            if next_deadline is None:
+                await wake.wait()
+            else:
+                timeout = max(0.0, next_deadline - time.monotonic())
+                try:
+                    async with asyncio.timeout(timeout):
+                        await wake.wait()
+                except TimeoutError:
+                    pass
+
+    def _drain(self, now: float) -> float | None:
+        """Start a request for every partition with something to send and nothing in flight.
+        Returns when the sender must look again (a linger or backoff deadline), or None."""
+        next_deadline: float | None = None
+        linger = self.linger_s
+        flushing = self._flushing > 0
+        ready: list[tuple[PartitionQueue, list[ProducerBatch]]] = []
+        with self._lock:
+            for queue in list(self._queues_with_data):
+                batch = queue.open
+                if batch is not None and (flushing or now - batch.created >= linger):
+                    self._seal(queue)
+                elif batch is not None:
+                    deadline = batch.created + linger
+                    if next_deadline is None or deadline < next_deadline:
+                        next_deadline = deadline
+                if queue.in_flight or not queue.sealed:
+                    if queue.open is None and not queue.sealed and not queue.in_flight:
+                        self._queues_with_data.discard(queue)
+                    continue
+                if queue.backoff_until > now:
+                    if next_deadline is None or queue.backoff_until < next_deadline:
+                        next_deadline = queue.backoff_until
+                    continue
+                batches = [queue.sealed.popleft()]
+                size = batches[0].size
+                while (
+                    queue.sealed
+                    and len(batches) < MAX_BATCHES_PER_REQUEST
+                    and size + queue.sealed[0].size <= self.max_request_size
+                ):
+                    batch = queue.sealed.popleft()
+                    size += batch.size
+                    batches.append(batch)
+                queue.in_flight = True
+                ready.append((queue, batches))
+        for queue, batches in ready:
+            self._spawn(self._send_request(queue, batches))
+        return next_deadline
+
+    def _spawn(self, coro: Any) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(coro)
+        self._requests.add(task)
+        task.add_done_callback(self._requests.discard)
+
+    def _encode(self, queue: PartitionQueue, batch: ProducerBatch) -> None:
+        if batch.encoded is not None:
+            return
+        producer_id, epoch = -1, -1
+        sequence = -1
+        if self.idempotent:
+            producer_id, epoch = self._producer_id, self._producer_epoch
+            if queue.producer_id != producer_id:
+                queue.producer_id = producer_id
+                queue.next_sequence = 0
+            sequence = queue.next_sequence
+            queue.next_sequence = (sequence + len(batch.records)) & MAX_SEQUENCE
+        batch.producer_id = producer_id
+        batch.base_sequence = sequence
+        batch.encoded = encode_batch(
+            batch.records,
+            compression=self.compression,
+            compression_level=self.compression_level,
+            producer_id=producer_id,
+            producer_epoch=epoch,
+            base_sequence=sequence,
+        )
+
+    def _unencode(self, queue: PartitionQueue, batches: list[ProducerBatch]) -> None:
+        """These batches were refused and will not be resent as they are: give back their
+        sequence numbers (they were the partition's last) so the next batch fills the gap."""
+        first = batches[0]
+        if first.encoded is not None and first.producer_id == queue.producer_id >= 0:
+            queue.next_sequence = first.base_sequence
+        for batch in batches:
+            batch.encoded = None
+
+    async def _send_request(self, queue: PartitionQueue, batches: list[ProducerBatch]) -> None:
+        try:
+            await self._deliver(queue, batches)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # never let a batch hang
+            log.exception(
+                "producer: unexpected error sending to %s-%s", queue.topic, queue.partition
+            )
+            self._complete_failed(batches, exc)
+        finally:
+            queue.in_flight = False
+            self._wake()
+
+    async def _deliver(self, queue: PartitionQueue, batches: list[ProducerBatch]) -> None:
+        for batch in batches:
+            self._encode(queue, batch)
+        body = batches[0].encoded if len(batches) == 1 else b"".join(b.encoded for b in batches)
+        path = (
+            f"/sluice/v1/topics/{quote(queue.topic, safe='')}/partitions/{queue.partition}/batches"
+        )
+        params = {"acks": self.acks}
+        deadline = min(b.created for b in batches) + self.delivery_timeout_s
+        attempt = 0
+        while True:
+            attempt += 1
+            for batch in batches:
+                batch.attempts = attempt
+            leader = (
+                self._metadata.leader_url(queue.topic, queue.partition) if self._metadata else None
+            )
+            try:
+                if leader is None:
+                    raise BrokerError(
+                        "LEADER_NOT_AVAILABLE",
+                        f"partition {queue.topic}-{queue.partition} has no leader in metadata",
+                    )
+                response = await self._transport.request(
+                    "POST", leader + path, params=params, body=body, content_type=BATCH_CONTENT_TYPE
+                )
+            except (BrokerConnectionError, ClientTimeoutError, BrokerError) as exc:
+                code = exc.error_code
+                retriable = bool(getattr(exc, "retriable", False))
+                if code == "UNKNOWN_TOPIC_OR_PARTITION":
+                    retriable = True  # metadata may be ahead of this broker; checked below
+                if code in SPLIT_CODES and len(batches) > 1:
+                    # Send them one at a time: requeue all but the first, in order.
+                    self._unencode(queue, batches)
+                    with self._lock:
+                        queue.sealed.extendleft(reversed(batches[1:]))
+                    return await self._deliver(queue, batches[:1])
+                if code in FATAL_SEQUENCE_CODES and self.idempotent:
+                    self._complete_failed(batches, exc)
+                    await self._reset_producer_id(exc)
+                    return
+                if not retriable or attempt > self.retries:
+                    self._unencode(queue, batches)
+                    self._complete_failed(batches, exc)
+                    return
+                backoff = min(self.retry_backoff_max_s, self.retry_backoff_s * 2 ** (attempt - 1))
+                backoff *= random.uniform(0.8, 1.2)
+                if time.monotonic() + backoff > deadline:
+                    self._complete_failed(
+                        batches,
+                        ClientTimeoutError(
+                            f"delivery to {queue.topic}-{queue.partition} timed out after "
+                            f"{attempt} attempts ({self.delivery_timeout_s:g}s); last error: {exc}"
+                        ),
+                    )
+                    return
+                log.info(
+                    "producer: retrying %s-%s (attempt %d) after %s",
+                    queue.topic,
+                    queue.partition,
+                    attempt,
+                    exc,
+                )
+                if code in (
+                    "NOT_LEADER_OR_FOLLOWER",
+                    "UNKNOWN_TOPIC_OR_PARTITION",
+                    "LEADER_NOT_AVAILABLE",
+                ) or isinstance(exc, BrokerConnectionError):
+                    await asyncio.sleep(backoff)
+                    try:
+                        await self._refresh_metadata()
+                    except SluiceError as meta_exc:
+                        log.info("producer: metadata refresh failed: %s", meta_exc)
+                    if self._metadata is not None and queue.topic not in self._metadata.topics:
+                        self._unencode(queue, batches)
+                        self._complete_failed(batches, self._metadata_topic_error(queue.topic))
+                        return
+                else:
+                    await asyncio.sleep(backoff)
+                continue
+            self._complete_ok(batches, response)
+            return
+
+    def _metadata_topic_error(self, topic: str) -> SluiceError:
+        try:
+            self._metadata.topic(topic)
+        except SluiceError as exc:
+            return exc
+        return UnknownTopicError(f"topic {topic!r} does not exist")
+
+    def _complete_ok(self, batches: list[ProducerBatch], response: Any) -> None:
+        if response.status == 202 or self.acks == "0":
+            base_offset, append_time = -1, -1
+        else:
+            doc = response.json()
+            base_offset = int(doc.get("base_offset", -1))
+            append_time = int(doc.get("log_append_time", -1) or -1)
+        released = 0
+        for batch in batches:
+            batch.complete(base_offset, append_time)
+            if base_offset >= 0:
+                base_offset += len(batch.records)
+            released += batch.size
+        self._release(batches, released)
+
+    def _complete_failed(self, batches: list[ProducerBatch], error: BaseException) -> None:
+        released = 0
+        for batch in batches:
+            batch.fail(error)
+            released += batch.size
+        self._release(batches, released)
+
+    def _release(self, batches: list[ProducerBatch], released: int) -> None:
+        with self._lock:
+            for batch in batches:
+                self._incomplete.discard(batch)
+            self._buffered -= released
+            if self._sync:
+                self._room.notify_all()
+        if self._room_async is not None:
+            self._room_async.set()
+
+    # --- metadata and producer id ----------------------------------------------------------
+
+    async def _refresh_metadata(self) -> ClusterMetadata:
+        """One refresh at a time; concurrent callers share it."""
+        if self._metadata_refresh is not None:
+            return await asyncio.shield(self._metadata_refresh)
+        loop = asyncio.get_running_loop()
+        self._metadata_refresh = future = loop.create_future()
+        try:
+            metadata = await fetch_metadata(self._transport, self._urls)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved
+            raise
+        finally:
+            self._metadata_refresh = None
+        self._metadata = metadata
+        self._metadata_time = time.monotonic()
+        with self._lock:
+            for name, info in metadata.topics.items():
+                state = self._topics.get(name)
+                if state is None:
+                    self._topics[name] = _TopicState(name, info.num_partitions)
+                elif state.num_partitions != info.num_partitions:
+                    state.resize(name, info.num_partitions)
+        future.set_result(metadata)
+        return metadata
+
+    async def _refresh_metadata_quietly(self) -> None:
+        self._metadata_time = time.monotonic()
+        try:
+            await self._refresh_metadata()
+        except SluiceError as exc:
+            log.info("producer: periodic metadata refresh failed: %s", exc)
+
+    async def _init_producer_id(self) -> None:
+        error: Exception | None = None
+        for url in self._urls:
+            try:
+                response = await self._transport.request("POST", url + PRODUCER_IDS_PATH, json={})
+            except (BrokerConnectionError, ClientTimeoutError) as exc:
+                error = exc
+                continue
+            doc = response.json()
+            self._producer_id = int(doc["producer_id"])
+            self._producer_epoch = int(doc["producer_epoch"])
+            self._pid_generation += 1
+            return
+        assert error is not None
+        raise error
+
+    async def _reset_producer_id(self, cause: BaseException) -> None:
+        log.warning("producer: %s; requesting a new producer id", cause)
+        try:
+            await self._init_producer_id()
+        except SluiceError as exc:
+            log.warning("producer: could not get a new producer id: %s", exc)
+
+
+class Producer:
+    """Blocking producer: the ``AsyncProducer`` runs on a private event loop thread.
+
+    ``send`` appends in the caller's thread (no thread hop per record) and returns a
+    ``RecordFuture`` whose ``result(timeout)`` blocks. When ``buffer_memory`` is full, ``send``
+    waits up to ``max_block_ms`` for room. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        url: str | list[str],
+        api_key: str | None = None,
+        *,
+        max_block_ms: float = 60_000,
+        **config: Any,
+    ) -> None:
+        self.max_block_s = max_block_ms / 1000
+        self._thread = LoopThread("sluice-producer")
+        try:
+
+            async def create() -> AsyncProducer:
+                producer = AsyncProducer(url, api_key, **config)
+                producer._sync = True
+                await producer.start()
+                return producer
+
+            self._producer = self._thread.run(create())
+        except BaseException:
+            self._thread.stop()
+            raise
+        self._closed = False
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def metadata(self) -> ClusterMetadata | None:
+        return self._producer.metadata
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | str | None = None,
+        key: bytes | str | None = None,
+        headers: Any = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any] | None = None,
+    ) -> RecordFuture:
+        """Queue one record; see ``AsyncProducer.send``. Callbacks run on the producer's
+        thread, so keep them short."""
+        producer = self._producer
+        if topic not in producer._topics and not self._closed:
+            self._thread.run(producer._refresh_metadata(), self.max_block_s)
+            if topic not in producer._topics:
+                producer.metadata.topic(topic)  # raises UnknownTopicError
+        try:
+            return producer.send(topic, value, key, headers, partition, timestamp, on_delivery)
+        except BufferFullError:
+            pass
+        deadline = time.monotonic() + self.max_block_s
+        while True:
+            with producer._room:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise BufferFullError(
+                        f"send blocked {self.max_block_s:g}s (max_block_ms) on a full buffer"
+                    )
+                if producer._buffered > producer.buffer_memory // 2:
+                    producer._room.wait(min(remaining, 0.1))
+            try:
+                return producer.send(topic, value, key, headers, partition, timestamp, on_delivery)
+            except BufferFullError:
+                continue
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._thread.run(self._producer.flush(timeout))
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._thread.run(self._producer.close(timeout))
+        finally:
+            self._thread.stop()

@@ -1,0 +1,1 @@
+"""The broker's asyncio shell: HTTP handlers, zero-copy fetch, partition management."""

@@ -1,0 +1,57 @@
+"""Reading request bodies with a size cap and a deadline.
+
+A body larger than ``max_bytes`` is refused from its Content-Length before a byte of it is
+read (or as soon as a chunked body passes the cap); a client that does not deliver the whole
+body within ``timeout`` seconds is answered REQUEST_TIMED_OUT and cut off. Either way only
+that connection is affected. Known-length bodies land in one preallocated ``bytearray``
+(one copy), which the log then rewrites in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from brokernodes.errors import InvalidRequestError, RequestTimedOutError, RequestTooLargeError
+
+
+async def read_body(request: web.BaseRequest, *, max_bytes: int, timeout: float) -> bytearray:
+    length = request.content_length
+    if length is not None and length > max_bytes:
+        raise RequestTooLargeError(
+            f"request body of {length} bytes is over this broker's limit of {max_bytes} "
+            f"bytes; send smaller requests"
+        )
+    stream = request.content
+    try:
+        async with asyncio.timeout(timeout):
+            if length is not None:
+                buf = bytearray(length)
+                view = memoryview(buf)
+                pos = 0
+                while pos < length:
+                    chunk = await stream.readany()
+                    if not chunk:
+                        raise InvalidRequestError(
+                            f"body ended after {pos} of the {length} bytes Content-Length announced"
+                        )
+                    end = pos + len(chunk)
+                    view[pos:end] = chunk
+                    pos = end
+                return buf
+            parts = bytearray()
+            while True:
+                chunk = await stream.readany()
+                if not chunk:
+                    return parts
+                parts += chunk
+                if len(parts) > max_bytes:
+                    raise RequestTooLargeError(
+                        f"request body is over this broker's limit of {max_bytes} bytes; "
+                        f"send smaller requests"
+                    )
+    except TimeoutError:
+        raise RequestTimedOutError(
+            f"the request body did not arrive within {timeout:g} s; the connection is closed"
+        ) from None

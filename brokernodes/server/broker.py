@@ -1,0 +1,154 @@
+"""``Broker``: one broker node's state, shared by every HTTP and WebSocket handler.
+
+It owns the metadata source, the replica manager (partitions), the producer id allocator,
+the metrics registry and the keyless-record partitioners, and offers the operations handlers
+share (``authorize``, ``produce_entries``). The aiohttp app is built by ``http.build_app``;
+a WebSocket module registers its routes through ``register_ws_routes(app, broker)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from brokernodes.client.partitioner import StickyPartitioner, partition_for_key
+from brokernodes.errors import SluiceError, UnknownTopicOrPartitionError
+from brokernodes.records.batch import Record, encode_batch
+from brokernodes.server.auth import Principal, authorize
+from brokernodes.server.config import BrokerConfig
+from brokernodes.server.json_records import ProduceEntry
+from brokernodes.server.metadata import ClusterMetadata, MetadataSource, TopicInfo
+from brokernodes.server.metrics import BrokerMetrics
+from brokernodes.server.producer_ids import ProducerIdManager
+from brokernodes.server.replica_manager import ReplicaManager
+
+
+@dataclass(slots=True)
+class EntryResult:
+    """The outcome of one JSON-produced record: an offset or an error."""
+
+    entry: ProduceEntry
+    partition: int | None = None
+    offset: int | None = None
+    timestamp: int = -1
+    error: SluiceError | None = None
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, metadata: MetadataSource) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.replicas = ReplicaManager(config, metadata)
+        self.metrics = BrokerMetrics()
+        self._producer_ids: ProducerIdManager | None = None
+        self._sticky: dict[str, StickyPartitioner] = defaultdict(StickyPartitioner)
+        self._producer_id_lock = asyncio.Lock()
+        self.started_at = time.time()
+        self.stopping = False
+
+    @property
+    def image(self) -> ClusterMetadata:
+        return self.metadata.current()
+
+    @property
+    def ready(self) -> bool:
+        return self.replicas.ready and not self.stopping
+
+    async def start(self) -> None:
+        image = self.image
+        self._producer_ids = await asyncio.to_thread(
+            ProducerIdManager, self.config.data_dir, image.broker_id
+        )
+        await self.replicas.start()
+
+    async def close(self) -> None:
+        self.stopping = True
+        await self.replicas.close()
+
+    # --- auth --------------------------------------------------------------------------
+
+    def authorize(
+        self,
+        authorization: str | None,
+        operation: str,
+        resource_type: str = "cluster",
+        resource_name: str = "",
+    ) -> Principal:
+        """The single authorization choke point (see ``auth.authorize``)."""
+        return authorize(self.image, authorization, operation, resource_type, resource_name)
+
+    # --- producer ids ------------------------------------------------------------------
+
+    async def init_producer_id(self) -> tuple[int, int]:
+        """A fresh (producer id, epoch 0)."""
+        assert self._producer_ids is not None
+        async with self._producer_id_lock:
+            ids = self._producer_ids
+            pid = await asyncio.to_thread(ids.next_id) if ids.needs_io() else ids.next_id()
+        return pid, 0
+
+    # --- JSON produce ------------------------------------------------------------------
+
+    def choose_partition(self, topic: TopicInfo, entry: ProduceEntry) -> int:
+        """Explicit partition, else murmur2 of the key, else the topic's sticky partition
+        among the partitions this broker leads."""
+        n = len(topic.partitions)
+        if entry.partition is not None:
+            if entry.partition >= n:
+                raise UnknownTopicOrPartitionError(
+                    f"topic {topic.name!r} has partitions 0..{n - 1}; there is no partition "
+                    f"{entry.partition}"
+                )
+            return entry.partition
+        if entry.key is not None:
+            return partition_for_key(entry.key, n)
+        broker_id = self.image.broker_id
+        led = [p.partition for p in topic.partitions if p.leader == broker_id]
+        return self._sticky[topic.name].partition(None, n, led or None)
+
+    async def produce_entries(
+        self, topic_name: str, entries: Sequence[ProduceEntry]
+    ) -> list[EntryResult]:
+        """Append JSON-produced records: one batch (one append) per partition, partitions
+        in parallel. Errors are per partition; nothing raises except a bad topic."""
+        topic = self.image.topic(topic_name)
+        by_partition: dict[int, list[EntryResult]] = defaultdict(list)
+        results: list[EntryResult] = []
+        for entry in entries:
+            result = EntryResult(entry)
+            results.append(result)
+            try:
+                result.partition = self.choose_partition(topic, entry)
+            except SluiceError as e:
+                result.error = e
+                continue
+            by_partition[result.partition].append(result)
+        await asyncio.gather(
+            *(self._append_entries(topic_name, p, rs) for p, rs in by_partition.items())
+        )
+        sticky = self._sticky.get(topic_name)
+        if sticky is not None and sticky.sticky_partition is not None:
+            led = [p.partition for p in topic.partitions if p.leader == self.image.broker_id]
+            sticky.on_new_batch(sticky.sticky_partition, len(topic.partitions), led or None)
+        return results
+
+    async def _append_entries(self, topic: str, partition: int, results: list[EntryResult]) -> None:
+        now = int(time.time() * 1000)
+        records = []
+        for r in results:
+            e = r.entry
+            r.timestamp = now if e.timestamp is None else e.timestamp
+            records.append(Record(r.timestamp, e.key, e.value, e.headers))
+        try:
+            batch = bytearray(encode_batch(records))
+            appended = await self.replicas.append(topic, partition, batch)
+        except SluiceError as e:
+            for r in results:
+                r.error = e
+            return
+        self.metrics.record_in(topic, appended.bytes, appended.record_count)
+        for i, r in enumerate(results):
+            r.offset = appended.base_offset + i

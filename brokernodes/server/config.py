@@ -1,0 +1,73 @@
+"""``BrokerConfig``: the broker process's settings (command line and ``SLUICE_*`` env)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+
+FETCH_PATHS = ("sendfile", "copy")
+LOOPS = ("uvloop", "asyncio")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    metadata_path: str
+    data_dir: str
+    port: int
+    host: str = "127.0.0.1"
+    loop: str = "uvloop"
+    fetch_path: str = "sendfile"  # or "copy": read + write, for the CPU-per-GiB comparison
+    fsync: bool = True  # False: never fsync (benchmarks/tests only; durability is gone)
+    max_request_bytes: int = 16 * 1024 * 1024
+    body_timeout_s: float = 30.0  # a whole request body must arrive within this
+    max_fetch_bytes: int = 64 * 1024 * 1024
+    max_wait_ms: int = 30_000  # upper bound for a fetch's max_wait_ms
+    flush_interval_s: float = 1.0  # the flush.ms ticker
+    housekeeping_interval_s: float = 30.0  # retention and compaction passes
+    shutdown_timeout_s: float = 10.0  # in-flight requests get this long on SIGTERM
+    log_level: str = "INFO"
+
+
+def parse_args(argv: list[str] | None = None) -> BrokerConfig:
+    env = os.environ.get
+    p = argparse.ArgumentParser(
+        prog="python -m brokernodes", description="Run one Sluice broker node."
+    )
+    p.add_argument("--config", required=True, help="static metadata JSON file")
+    p.add_argument("--data-dir", required=True, help="directory holding the partition logs")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--loop", choices=LOOPS, default=env("SLUICE_LOOP", "uvloop"))
+    p.add_argument(
+        "--fetch-path", choices=FETCH_PATHS, default=env("SLUICE_FETCH_PATH", "sendfile")
+    )
+    p.add_argument("--no-fsync", action="store_true", default=env("SLUICE_NO_FSYNC") == "1")
+    p.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=int(env("SLUICE_MAX_REQUEST_BYTES", 16 * 1024 * 1024)),
+    )
+    p.add_argument(
+        "--body-timeout-ms", type=int, default=int(env("SLUICE_BODY_TIMEOUT_MS", 30_000))
+    )
+    p.add_argument(
+        "--housekeeping-interval-ms",
+        type=int,
+        default=int(env("SLUICE_HOUSEKEEPING_INTERVAL_MS", 30_000)),
+    )
+    p.add_argument("--log-level", default=env("SLUICE_LOG_LEVEL", "INFO"))
+    a = p.parse_args(argv)
+    return BrokerConfig(
+        metadata_path=a.config,
+        data_dir=a.data_dir,
+        port=a.port,
+        host=a.host,
+        loop=a.loop,
+        fetch_path=a.fetch_path,
+        fsync=not a.no_fsync,
+        max_request_bytes=a.max_request_bytes,
+        body_timeout_s=a.body_timeout_ms / 1000,
+        housekeeping_interval_s=a.housekeeping_interval_ms / 1000,
+        log_level=a.log_level.upper(),
+    )

@@ -1,0 +1,110 @@
+"""The aiohttp application: routes, and the middleware every request passes through
+(latency histogram, error mapping to JSON bodies, request ids for unexpected failures)."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+import uuid
+
+from aiohttp import web
+
+from brokernodes.errors import (
+    MethodNotAllowedError,
+    NotFoundError,
+    RequestTooLargeError,
+    SluiceError,
+)
+from brokernodes.server import http_admin, http_fetch, http_produce
+from brokernodes.server.broker import Broker
+from brokernodes.server.http_util import BROKER_KEY, error_response
+
+logger = logging.getLogger("sluice.broker.http")
+
+
+def _http_exception_error(exc: web.HTTPException, request: web.Request) -> SluiceError:
+    if exc.status == 404:
+        return NotFoundError(f"no route for {request.method} {request.path}")
+    if exc.status == 405:
+        allowed = ", ".join(sorted(getattr(exc, "allowed_methods", ()) or ()))
+        return MethodNotAllowedError(
+            f"{request.method} is not allowed on {request.path}"
+            + (f"; use {allowed}" if allowed else "")
+        )
+    if exc.status == 413:
+        return RequestTooLargeError("request body too large")
+    err = SluiceError(exc.reason or "request failed")
+    err.error_code = "INVALID_REQUEST" if exc.status < 500 else "UNKNOWN_SERVER_ERROR"
+    return err
+
+
+def make_middleware(broker: Broker):
+    histogram = broker.metrics.request_seconds
+    errors = broker.metrics.errors
+    children: dict[str, object] = {}
+
+    @web.middleware
+    async def middleware(request: web.Request, handler):
+        started = time.perf_counter()
+        route = request.match_info.route
+        endpoint = route.name or "unmatched"
+        try:
+            return await handler(request)
+        except SluiceError as e:
+            errors.labels(e.error_code).inc()
+            return error_response(e)
+        except web.HTTPException as e:
+            if e.status < 400:
+                raise
+            err = _http_exception_error(e, request)
+            errors.labels(err.error_code).inc()
+            return error_response(err)
+        except (ConnectionError, TimeoutError) as e:
+            if isinstance(e, TimeoutError):
+                err = SluiceError("the broker timed out serving this request")
+                request_id = uuid.uuid4().hex[:16]
+                logger.warning("request %s %s %s timed out", request_id, request.method, endpoint)
+                return error_response(err, request_id)
+            raise
+        except Exception:
+            request_id = uuid.uuid4().hex[:16]
+            # Logs the route and path only: never headers (API keys) or bodies.
+            logger.exception(
+                "request %s failed: %s %s (%s)", request_id, request.method, request.path, endpoint
+            )
+            errors.labels("UNKNOWN_SERVER_ERROR").inc()
+            return error_response(
+                SluiceError(
+                    f"unexpected broker error; quote request id {request_id} when reporting it"
+                ),
+                request_id,
+            )
+        finally:
+            child = children.get(endpoint)
+            if child is None:
+                child = children[endpoint] = histogram.labels(endpoint)
+            child.observe(time.perf_counter() - started)  # type: ignore[attr-defined]
+
+    return middleware
+
+
+def register_ws_routes(app: web.Application, broker: Broker) -> None:
+    """Let ``brokernodes.server.ws`` add WebSocket routes, if that module exists."""
+    try:
+        ws = importlib.import_module("brokernodes.server.ws")
+    except ModuleNotFoundError as e:
+        if e.name != "brokernodes.server.ws":
+            raise
+        return
+    ws.register_ws_routes(app, broker)
+
+
+def build_app(broker: Broker) -> web.Application:
+    app = web.Application(middlewares=[make_middleware(broker)], client_max_size=2**63)
+    app[BROKER_KEY] = broker
+    http_admin.add_routes(app, broker)
+    http_produce.add_routes(app, broker)
+    http_fetch.add_routes(app, broker)
+    register_ws_routes(app, broker)
+    return app

@@ -1,0 +1,167 @@
+"""Fetch (binary, zero-copy; JSON, decoded) and list offsets."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from brokernodes.errors import KafkaStorageError
+from brokernodes.records.batch import decode_batch
+from brokernodes.server.http_util import auth_header, json_response, topic_partition
+from brokernodes.server.json_records import render_records
+from brokernodes.server.params import choice_param, int_param, timestamp_param
+from brokernodes.server.sendfile import (
+    ShortFileError,
+    close_slices,
+    open_slices,
+    send_copy,
+    send_zero_copy,
+)
+from brokernodes.storage.files import pread_exactly
+
+if TYPE_CHECKING:
+    from brokernodes.server.broker import Broker
+    from brokernodes.server.sendfile import OpenSlice
+    from brokernodes.storage.log import FetchData
+
+logger = logging.getLogger("sluice.broker.fetch")
+
+BINARY = "application/vnd.kafka.recordbatch.v2"
+DEFAULT_MAX_BYTES = 1024 * 1024
+DEFAULT_MAX_RECORDS = 500
+MAX_RECORDS = 10_000
+
+
+def add_routes(app: web.Application, broker: Broker) -> None:
+    config = broker.config
+    zero_copy = config.fetch_path == "sendfile"
+
+    async def fetch_and_open(
+        topic: str, p: int, query, *, min_bytes: int, max_wait_ms: int, max_bytes: int
+    ) -> tuple[FetchData, list[OpenSlice]]:
+        """Fetch, then open the slices' files; a file that vanished (retention or
+        compaction raced the read) means one more read of the log."""
+        offset = int_param(query, "offset", minimum=0)
+        replica = query.get("replica_id")
+        replica_id = None if replica is None else int_param(query, "replica_id", minimum=0)
+        for attempt in range(2):
+            data = await broker.replicas.fetch(
+                topic,
+                p,
+                offset,
+                max_bytes=max_bytes,
+                max_wait_ms=max_wait_ms if attempt == 0 else 0,
+                min_bytes=min_bytes,
+                replica_id=replica_id,
+            )
+            opened = open_slices(data.slices)
+            if opened is not None:
+                return data, opened
+        raise KafkaStorageError(
+            f"the segments of {topic}-{p} changed twice during this fetch; retry it"
+        )
+
+    def limits(query) -> tuple[int, int]:
+        max_bytes = int_param(
+            query, "max_bytes", DEFAULT_MAX_BYTES, minimum=1, maximum=config.max_fetch_bytes
+        )
+        max_wait_ms = int_param(query, "max_wait_ms", 0, minimum=0, maximum=config.max_wait_ms)
+        return max_bytes, max_wait_ms
+
+    async def fetch_batches(request: web.Request) -> web.StreamResponse:
+        topic, p = topic_partition(request)
+        broker.authorize(auth_header(request), "READ", "topic", topic)
+        q = request.query
+        max_bytes, max_wait_ms = limits(q)
+        min_bytes = int_param(q, "min_bytes", 1, minimum=0)
+        data, opened = await fetch_and_open(
+            topic, p, q, min_bytes=min_bytes, max_wait_ms=max_wait_ms, max_bytes=max_bytes
+        )
+        try:
+            total = sum(s.length for s in opened)
+            resp = web.StreamResponse(
+                headers={
+                    "Content-Type": BINARY,
+                    "Sluice-High-Watermark": str(data.high_watermark),
+                    "Sluice-Log-Start-Offset": str(data.log_start_offset),
+                    "Sluice-Log-End-Offset": str(data.log_end_offset),
+                }
+            )
+            resp.content_length = total
+            await resp.prepare(request)
+            if total:
+                try:
+                    if zero_copy:
+                        await send_zero_copy(request, opened)
+                    else:
+                        await send_copy(resp, opened)
+                except ShortFileError:
+                    logger.warning("%s-%d: segment shrank during a fetch; cut", topic, p)
+                    if request.transport is not None:
+                        request.transport.abort()
+                    return resp
+            await resp.write_eof()
+        finally:
+            close_slices(s.fd for s in opened)
+        broker.metrics.record_out(topic, total)
+        return resp
+
+    async def fetch_records(request: web.Request) -> web.Response:
+        topic, p = topic_partition(request)
+        broker.authorize(auth_header(request), "READ", "topic", topic)
+        q = request.query
+        max_bytes, max_wait_ms = limits(q)
+        max_records = int_param(
+            q, "max_records", DEFAULT_MAX_RECORDS, minimum=1, maximum=MAX_RECORDS
+        )
+        fmt = choice_param(q, "format", ("json", "text", "base64"), "json")
+        offset = int_param(q, "offset", minimum=0)
+        data, opened = await fetch_and_open(
+            topic, p, q, min_bytes=1, max_wait_ms=max_wait_ms, max_bytes=max_bytes
+        )
+        try:
+            raw = b"".join(pread_exactly(s.fd, s.length, s.position) for s in opened)
+        finally:
+            close_slices(s.fd for s in opened)
+        records_out = []
+        next_offset = offset
+        pos = 0
+        while pos < len(raw) and len(records_out) < max_records:
+            batch = decode_batch(raw, pos, verify_crc=False)
+            h = batch.header
+            pos += h.size
+            if h.is_control:
+                next_offset = max(next_offset, h.next_offset)
+                continue
+            wanted = [r for r in batch.records if r.offset >= offset]
+            room = max_records - len(records_out)
+            if len(wanted) > room:
+                wanted = wanted[:room]
+                next_offset = wanted[-1].offset + 1
+                records_out.extend(render_records(wanted, fmt, h.timestamp_type))
+                break
+            records_out.extend(render_records(wanted, fmt, h.timestamp_type))
+            next_offset = max(next_offset, h.next_offset)
+        broker.metrics.record_out(topic, len(raw), len(records_out))
+        return json_response(
+            {
+                "records": records_out,
+                "next_offset": next_offset,
+                "high_watermark": data.high_watermark,
+                "log_start_offset": data.log_start_offset,
+            }
+        )
+
+    async def list_offsets(request: web.Request) -> web.Response:
+        topic, p = topic_partition(request)
+        broker.authorize(auth_header(request), "DESCRIBE", "topic", topic)
+        timestamp = timestamp_param(request.query)
+        found = broker.replicas.list_offsets(topic, p, timestamp)
+        return json_response({"offset": found.offset, "timestamp": found.timestamp})
+
+    base = "/sluice/v1/topics/{topic}/partitions/{partition}"
+    app.router.add_get(base + "/batches", fetch_batches, name="fetch_binary")
+    app.router.add_get(base + "/records", fetch_records, name="fetch_json")
+    app.router.add_get(base + "/offsets", list_offsets, name="list_offsets")

@@ -1,0 +1,124 @@
+"""Produce: JSON (Confluent REST v3 ``records`` and ``records:batch``) and binary batches."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from brokernodes.errors import InvalidRequestError
+from brokernodes.server.body import read_body
+from brokernodes.server.http_util import (
+    auth_header,
+    check_cluster,
+    json_response,
+    topic_partition,
+)
+from brokernodes.server.json_records import (
+    format_timestamp,
+    parse_batch,
+    parse_entry,
+    parse_json,
+    typed_size,
+)
+from brokernodes.server.params import acks_param
+
+if TYPE_CHECKING:
+    from brokernodes.server.broker import Broker
+
+
+def add_routes(app: web.Application, broker: Broker) -> None:
+    config = broker.config
+
+    async def body_of(request: web.Request) -> bytearray:
+        return await read_body(
+            request, max_bytes=config.max_request_bytes, timeout=config.body_timeout_s
+        )
+
+    async def produce_record(request: web.Request) -> web.Response:
+        check_cluster(broker, request)
+        topic = request.match_info["topic"]
+        broker.authorize(auth_header(request), "WRITE", "topic", topic)
+        acks = acks_param(request.query)
+        broker.image.topic(topic)  # 404 before reading the body
+        entry = parse_entry(parse_json(await body_of(request)))
+        (result,) = await broker.produce_entries(topic, [entry])
+        if result.error is not None:
+            raise result.error
+        if acks == 0:
+            return json_response({}, 202)
+        return json_response(
+            {
+                "cluster_id": broker.image.cluster_id,
+                "topic_name": topic,
+                "partition_id": result.partition,
+                "offset": result.offset,
+                "timestamp": format_timestamp(result.timestamp),
+                "key": typed_size(entry.key, entry.key_type),
+                "value": typed_size(entry.value, entry.value_type),
+            }
+        )
+
+    async def produce_batch(request: web.Request) -> web.Response:
+        check_cluster(broker, request)
+        topic = request.match_info["topic"]
+        broker.authorize(auth_header(request), "WRITE", "topic", topic)
+        acks_param(request.query)
+        broker.image.topic(topic)
+        good, bad = parse_batch(parse_json(await body_of(request)))
+        results = await broker.produce_entries(topic, good)
+        successes = []
+        failures = [
+            {"id": entry_id, "error_code": e.error_code, "message": e.message}
+            for entry_id, e in bad
+        ]
+        for r in results:
+            if r.error is not None:
+                failures.append(
+                    {"id": r.entry.id, "error_code": r.error.error_code, "message": r.error.message}
+                )
+            else:
+                successes.append(
+                    {
+                        "id": r.entry.id,
+                        "partition_id": r.partition,
+                        "offset": r.offset,
+                        "timestamp": format_timestamp(r.timestamp),
+                    }
+                )
+        return json_response({"successes": successes, "failures": failures}, 207)
+
+    async def produce_batches(request: web.Request) -> web.Response:
+        topic, p = topic_partition(request)
+        broker.authorize(auth_header(request), "WRITE", "topic", topic)
+        acks = acks_param(request.query)
+        partition = broker.replicas.get_partition(topic, p)  # 404 / 421 before the body
+        body = await body_of(request)
+        if not body:
+            raise InvalidRequestError(
+                "body: empty; send one or more RecordBatch v2 batches back to back"
+            )
+        result = await partition.append_as_leader(body)
+        if not result.duplicate:
+            broker.metrics.record_in(topic, result.bytes, result.record_count)
+        if acks == 0:
+            return json_response({}, 202)
+        return json_response(
+            {
+                "base_offset": result.base_offset,
+                "last_offset": result.last_offset,
+                "log_append_time": -1,
+                "log_start_offset": result.log_start_offset,
+                "duplicate": result.duplicate,
+                "throttle_time_ms": 0,
+            }
+        )
+
+    base = "/v3/clusters/{cluster}/topics/{topic}"
+    app.router.add_post(base + "/records", produce_record, name="produce_json")
+    app.router.add_post(base + "/records:batch", produce_batch, name="produce_json_batch")
+    app.router.add_post(
+        "/sluice/v1/topics/{topic}/partitions/{partition}/batches",
+        produce_batches,
+        name="produce_binary",
+    )

@@ -1,0 +1,250 @@
+"""JSON produce bodies -> records, and decoded records -> JSON fetch answers (pure).
+
+Shapes follow Confluent REST Proxy v3 (see docs/data-plane-api.md). Every parse error is an
+``InvalidRequestError`` whose message names the offending field (``entries[3].value.data``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from brokernodes.errors import InvalidRequestError
+from brokernodes.records.batch import DecodedRecord
+
+DATA_TYPES = ("JSON", "STRING", "BINARY")
+MAX_BATCH_ENTRIES = 1000
+FORMATS = ("json", "text", "base64")
+_RECORD_FIELDS = {"id", "partition_id", "key", "value", "headers", "timestamp"}
+
+
+@dataclass(slots=True)
+class ProduceEntry:
+    """One record to produce, parsed and serialized to bytes."""
+
+    id: str | None
+    partition: int | None
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int | None  # epoch ms; None = the broker's clock
+    key_type: str | None
+    value_type: str | None
+
+
+def b64decode(text: Any, where: str) -> bytes:
+    """Strict standard base64 (padding required, no stray characters)."""
+    if not isinstance(text, str):
+        raise InvalidRequestError(f"{where}: expected a base64 string, got {_kind(text)}")
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidRequestError(f"{where}: not valid base64") from None
+
+
+def _kind(v: Any) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+def _typed_data(obj: Any, where: str) -> tuple[bytes | None, str | None]:
+    """``{"type", "data"}`` -> (bytes or None, type)."""
+    if obj is None:
+        return None, None
+    if not isinstance(obj, dict):
+        raise InvalidRequestError(f'{where}: expected an object {{"type", "data"}}')
+    extra = set(obj) - {"type", "data"}
+    if extra:
+        raise InvalidRequestError(f"{where}: unknown field(s) {', '.join(sorted(extra))}")
+    kind = obj.get("type", "JSON")
+    if kind not in DATA_TYPES:
+        raise InvalidRequestError(f"{where}.type: must be one of {', '.join(DATA_TYPES)}")
+    data = obj.get("data")
+    if data is None:
+        return None, kind
+    if kind == "JSON":
+        try:
+            return orjson.dumps(data), kind
+        except TypeError as e:  # e.g. integers beyond 64 bits
+            raise InvalidRequestError(f"{where}.data: cannot be written as JSON: {e}") from None
+    if kind == "STRING":
+        if not isinstance(data, str):
+            raise InvalidRequestError(f"{where}.data: type STRING needs a string")
+        return data.encode("utf-8", "surrogatepass"), kind
+    return b64decode(data, f"{where}.data"), kind
+
+
+def parse_timestamp(value: Any, where: str) -> int | None:
+    """RFC 3339 string or epoch milliseconds -> epoch ms."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InvalidRequestError(f"{where}: expected RFC 3339 text or epoch milliseconds")
+    if isinstance(value, int):
+        if not 0 <= value < 2**63:
+            raise InvalidRequestError(f"{where}: epoch milliseconds must be >= 0")
+        return value
+    if isinstance(value, str):
+        try:
+            dt = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidRequestError(
+                f"{where}: {value!r} is not RFC 3339 (e.g. 2026-11-23T12:00:00.000Z)"
+            ) from None
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)
+        ms = int(dt.timestamp() * 1000)
+        if ms < 0:
+            raise InvalidRequestError(f"{where}: timestamps before 1970 are not supported")
+        return ms
+    raise InvalidRequestError(f"{where}: expected RFC 3339 text or epoch milliseconds")
+
+
+def format_timestamp(ms: int) -> str | None:
+    """Epoch ms -> RFC 3339 UTC with milliseconds; None for no timestamp (-1)."""
+    if ms < 0:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def _headers(value: Any, where: str) -> tuple[tuple[str, bytes | None], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise InvalidRequestError(f"{where}: expected a list of {{name, value}} objects")
+    out = []
+    for i, h in enumerate(value):
+        w = f"{where}[{i}]"
+        if not isinstance(h, dict) or not isinstance(h.get("name"), str):
+            raise InvalidRequestError(f'{w}: expected {{"name": <string>, "value": <base64>}}')
+        v = h.get("value")
+        out.append((h["name"], None if v is None else b64decode(v, f"{w}.value")))
+    return tuple(out)
+
+
+def parse_entry(obj: Any, where: str = "body", *, entry_id: str | None = None) -> ProduceEntry:
+    """One JSON record (the body of ``/records`` or one ``entries[i]``)."""
+    if not isinstance(obj, dict):
+        raise InvalidRequestError(f"{where}: expected a JSON object, got {_kind(obj)}")
+    unknown = set(obj) - _RECORD_FIELDS
+    if unknown:
+        raise InvalidRequestError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    partition = obj.get("partition_id")
+    if partition is not None and (
+        not isinstance(partition, int) or isinstance(partition, bool) or partition < 0
+    ):
+        raise InvalidRequestError(f"{where}.partition_id: expected a partition number >= 0")
+    key, key_type = _typed_data(obj.get("key"), f"{where}.key")
+    value, value_type = _typed_data(obj.get("value"), f"{where}.value")
+    return ProduceEntry(
+        id=entry_id,
+        partition=partition,
+        key=key,
+        value=value,
+        headers=_headers(obj.get("headers"), f"{where}.headers"),
+        timestamp=parse_timestamp(obj.get("timestamp"), f"{where}.timestamp"),
+        key_type=key_type,
+        value_type=value_type,
+    )
+
+
+def parse_json(body: bytes) -> Any:
+    """Bytes -> JSON value; ``InvalidRequestError`` with the parser's position otherwise."""
+    if not body:
+        raise InvalidRequestError("body: empty; expected a JSON object")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise InvalidRequestError(f"body: malformed JSON: {e}") from None
+
+
+def parse_batch(doc: Any) -> tuple[list[ProduceEntry], list[tuple[str, InvalidRequestError]]]:
+    """``{"entries": [...]}`` -> (good entries, [(id, error)] for entries that fail to parse).
+
+    A body that is not of this shape at all raises; one bad entry only fails that entry.
+    """
+    if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
+        raise InvalidRequestError('body: expected {"entries": [<record>, ...]}')
+    entries = doc["entries"]
+    if not entries:
+        raise InvalidRequestError("entries: at least one entry is needed")
+    if len(entries) > MAX_BATCH_ENTRIES:
+        raise InvalidRequestError(
+            f"entries: {len(entries)} entries, at most {MAX_BATCH_ENTRIES} per request"
+        )
+    good: list[ProduceEntry] = []
+    bad: list[tuple[str, InvalidRequestError]] = []
+    seen: set[str] = set()
+    for i, obj in enumerate(entries):
+        raw_id = obj.get("id") if isinstance(obj, dict) else None
+        entry_id = str(i) if raw_id is None else str(raw_id)
+        try:
+            if entry_id in seen:
+                raise InvalidRequestError(f"entries[{i}].id: {entry_id!r} is used twice")
+            seen.add(entry_id)
+            good.append(parse_entry(obj, f"entries[{i}]", entry_id=entry_id))
+        except InvalidRequestError as e:
+            bad.append((entry_id, e))
+    return good, bad
+
+
+# --- fetch rendering ------------------------------------------------------------------------
+
+
+def render_data(data: bytes | None, fmt: str) -> tuple[Any, str | None]:
+    """Bytes -> (JSON value, how it was rendered) for ``format=json|text|base64``."""
+    if data is None:
+        return None, None
+    if fmt == "json":
+        try:
+            return orjson.loads(data), "json"
+        except orjson.JSONDecodeError:
+            fmt = "text"
+    if fmt == "text":
+        try:
+            return data.decode("utf-8"), "text"
+        except UnicodeDecodeError:
+            pass
+    return base64.b64encode(data).decode("ascii"), "base64"
+
+
+def render_records(
+    records: Iterable[DecodedRecord], fmt: str, timestamp_type: int = 0
+) -> list[dict[str, Any]]:
+    """Decoded records -> the JSON fetch ``records`` list."""
+    ts_type = "LOG_APPEND_TIME" if timestamp_type else "CREATE_TIME"
+    out = []
+    for r in records:
+        key, key_format = render_data(r.key, fmt)
+        value, value_format = render_data(r.value, fmt)
+        out.append(
+            {
+                "offset": r.offset,
+                "timestamp": r.timestamp,
+                "timestamp_type": ts_type,
+                "key": key,
+                "key_format": key_format,
+                "value": value,
+                "value_format": value_format,
+                "headers": [
+                    {
+                        "name": name,
+                        "value": None if v is None else base64.b64encode(v).decode("ascii"),
+                    }
+                    for name, v in r.headers
+                ],
+            }
+        )
+    return out
+
+
+def typed_size(data: bytes | None, kind: str | None) -> Mapping[str, Any] | None:
+    """``{"type", "size"}`` for a produce answer; None when there was no key/value."""
+    if kind is None:
+        return None
+    return {"type": kind, "size": 0 if data is None else len(data)}

@@ -1,0 +1,119 @@
+"""Process entry point: parse the command line, pick the event loop, serve until SIGTERM.
+
+Start order: listen first (``/healthz`` answers, ``/readyz`` says 503) then open and recover
+the partition logs, then ready. SIGTERM/SIGINT: not ready, stop accepting, release long
+polls, let in-flight requests finish (``shutdown_timeout_s``), flush and close every log,
+which writes the clean-shutdown markers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import os
+import signal
+import sys
+
+from aiohttp import web
+
+from brokernodes.server.broker import Broker
+from brokernodes.server.config import BrokerConfig, parse_args
+from brokernodes.server.http import build_app
+from brokernodes.server.metadata import MetadataError, StaticMetadataSource
+
+logger = logging.getLogger("sluice.broker")
+
+# glibc mallopt parameters (malloc.h)
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+
+
+def tune_malloc() -> None:
+    """Keep freed request buffers in the heap instead of trimming and re-faulting them on
+    every request (see STACK.md: uvloop + large bodies); same as MALLOC_TRIM_THRESHOLD_."""
+    name = ctypes.util.find_library("c")
+    if not name or os.environ.get("SLUICE_MALLOC_TUNE") == "0":
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(name)
+        libc.mallopt(M_TRIM_THRESHOLD, 256 * 1024 * 1024)
+        libc.mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024)
+
+
+async def serve(config: BrokerConfig) -> None:
+    metadata = StaticMetadataSource(config.metadata_path)
+    broker = Broker(config, metadata)
+    app = build_app(broker)
+    runner = web.AppRunner(
+        app,
+        handle_signals=False,
+        access_log=None,
+        shutdown_timeout=config.shutdown_timeout_s,
+        lingering_time=2.0,
+        read_bufsize=256 * 1024,
+    )
+    await runner.setup()
+    broker.metrics.track_state(
+        lambda: [
+            (p.topic, p.partition, p.log.log_end_offset, p.log.high_watermark)
+            for p in list(broker.replicas.partitions.values())
+        ],
+        lambda: len(runner.server.connections) if runner.server else 0,
+    )
+    site = web.TCPSite(runner, config.host, config.port, reuse_address=True, backlog=1024)
+    await site.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    logger.info(
+        "broker %d listening on http://%s:%d (loop=%s, fetch=%s)",
+        metadata.current().broker_id,
+        config.host,
+        config.port,
+        config.loop,
+        config.fetch_path,
+    )
+    start = asyncio.create_task(broker.start())
+    stopped = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait((start, stopped), return_when=asyncio.FIRST_COMPLETED)
+    if start in done:
+        start.result()  # a storage error at start ends the process
+        logger.info("broker ready: %d partitions", len(broker.replicas.partitions))
+        await stopped
+    else:
+        start.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await start
+    logger.info("shutting down")
+    broker.stopping = True
+    for p in broker.replicas.partitions.values():
+        p.wake_all()
+    await runner.cleanup()
+    await broker.close()
+    logger.info("stopped cleanly")
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    logging.basicConfig(
+        level=config.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    tune_malloc()
+    loop_factory = None
+    if config.loop == "uvloop":
+        import uvloop
+
+        loop_factory = uvloop.new_event_loop
+    try:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(serve(config))
+    except MetadataError as e:
+        logger.error("%s", e)
+        return 2
+    return 0

@@ -1,0 +1,218 @@
+"""Cluster metadata as the broker sees it: brokers, topics, partitions, leaders, API keys.
+
+``parse_metadata`` turns the static metadata document (docs/data-plane-api.md) into an
+immutable ``ClusterMetadata``. The broker reads it only through ``MetadataSource.current()``,
+so the control plane's metadata log can replace the static file without touching handlers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from brokernodes.errors import UnknownTopicOrPartitionError
+from brokernodes.storage.config import LogConfig
+
+LEGAL_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    id: int
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    key_id: str
+    secret_sha256: str  # lowercase hex
+    principal: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """One partition's assignment: leader, leader epoch, replicas and in-sync replicas."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: str
+    partitions: tuple[PartitionInfo, ...]
+    configs: Mapping[str, str]
+    log_config: LogConfig
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMetadata:
+    """One immutable metadata image; ``version`` grows with every change."""
+
+    cluster_id: str
+    broker_id: int
+    brokers: Mapping[int, BrokerInfo]
+    topics: Mapping[str, TopicInfo]
+    api_keys: Mapping[str, ApiKey]
+    version: int = 0
+
+    def topic(self, name: str) -> TopicInfo:
+        try:
+            return self.topics[name]
+        except KeyError:
+            raise UnknownTopicOrPartitionError(
+                f"topic {name!r} does not exist in cluster {self.cluster_id!r}"
+            ) from None
+
+    def partition(self, topic: str, partition: int) -> PartitionInfo:
+        info = self.topic(topic)
+        if not 0 <= partition < len(info.partitions):
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} has partitions 0..{len(info.partitions) - 1}; "
+                f"there is no partition {partition}"
+            )
+        return info.partitions[partition]
+
+    def broker_url(self, broker_id: int) -> str | None:
+        b = self.brokers.get(broker_id)
+        return b.url if b else None
+
+    def led_partitions(self) -> list[PartitionInfo]:
+        """Every partition this broker leads."""
+        return [p for t in self.topics.values() for p in t.partitions if p.leader == self.broker_id]
+
+    def hosted_partitions(self) -> list[PartitionInfo]:
+        """Every partition with a replica on this broker (leader or follower)."""
+        return [
+            p
+            for t in self.topics.values()
+            for p in t.partitions
+            if p.leader == self.broker_id or self.broker_id in p.replicas
+        ]
+
+
+class MetadataError(ValueError):
+    """A metadata document that does not describe a usable cluster."""
+
+
+def _need(doc: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in doc:
+        raise MetadataError(f"{where}: missing {key!r}")
+    value = doc[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise MetadataError(f"{where}: {key!r} has the wrong type ({type(value).__name__})")
+    return value
+
+
+def _int_list(value: Any, n: int, where: str) -> list[int]:
+    if not isinstance(value, list) or len(value) != n or not all(isinstance(x, int) for x in value):
+        raise MetadataError(f"{where}: expected a list of {n} integers")
+    return value
+
+
+def _parse_topic(t: Mapping[str, Any], broker_id: int) -> TopicInfo:
+    name = _need(t, "name", str, "topic")
+    where = f"topic {name!r}"
+    if not LEGAL_TOPIC.match(name) or name in (".", ".."):
+        raise MetadataError(f"{where}: names use letters, digits, '.', '_' and '-' only")
+    n = _need(t, "partitions", int, where)
+    if n < 1:
+        raise MetadataError(f"{where}: needs at least one partition")
+    leaders = _int_list(t.get("leaders", [broker_id] * n), n, f"{where} leaders")
+    epochs = _int_list(t.get("leader_epochs", [0] * n), n, f"{where} leader_epochs")
+    replicas_doc = t.get("replicas") or [[leader] for leader in leaders]
+    if not isinstance(replicas_doc, list) or len(replicas_doc) != n:
+        raise MetadataError(f"{where}: replicas must list {n} replica lists")
+    isr_doc = t.get("isr") or replicas_doc
+    configs = t.get("configs") or {}
+    if not isinstance(configs, dict):
+        raise MetadataError(f"{where}: configs must be an object")
+    configs = {str(k): str(v) for k, v in configs.items()}
+    try:
+        log_config = LogConfig.from_properties(configs)
+    except (ValueError, TypeError) as e:
+        raise MetadataError(f"{where}: bad configs: {e}") from e
+    partitions = tuple(
+        PartitionInfo(
+            topic=name,
+            partition=i,
+            leader=leaders[i],
+            leader_epoch=epochs[i],
+            replicas=tuple(_int_list(replicas_doc[i], len(replicas_doc[i]), f"{where} replicas")),
+            isr=tuple(_int_list(isr_doc[i], len(isr_doc[i]), f"{where} isr")),
+        )
+        for i in range(n)
+    )
+    return TopicInfo(
+        name=name,
+        topic_id=str(t.get("topic_id") or ""),
+        partitions=partitions,
+        configs=MappingProxyType(configs),
+        log_config=log_config,
+    )
+
+
+def parse_metadata(doc: Mapping[str, Any], *, version: int = 0) -> ClusterMetadata:
+    """Validate a metadata document and build the immutable image; raises ``MetadataError``."""
+    if not isinstance(doc, Mapping):
+        raise MetadataError("metadata must be a JSON object")
+    cluster_id = _need(doc, "cluster_id", str, "metadata")
+    broker_id = _need(doc, "broker_id", int, "metadata")
+    brokers = {}
+    for b in _need(doc, "brokers", list, "metadata"):
+        bid = _need(b, "id", int, "broker")
+        brokers[bid] = BrokerInfo(bid, _need(b, "url", str, f"broker {bid}").rstrip("/"))
+    topics = {}
+    for t in doc.get("topics", []):
+        info = _parse_topic(t, broker_id)
+        if info.name in topics:
+            raise MetadataError(f"topic {info.name!r} is listed twice")
+        topics[info.name] = info
+    keys = {}
+    for k in doc.get("api_keys", []):
+        key_id = _need(k, "key_id", str, "api key")
+        digest = _need(k, "secret_sha256", str, f"api key {key_id!r}").lower()
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise MetadataError(f"api key {key_id!r}: secret_sha256 must be 64 hex digits")
+        keys[key_id] = ApiKey(key_id, digest, str(k.get("principal") or f"User:{key_id}"))
+    return ClusterMetadata(
+        cluster_id=cluster_id,
+        broker_id=broker_id,
+        brokers=MappingProxyType(brokers),
+        topics=MappingProxyType(topics),
+        api_keys=MappingProxyType(keys),
+        version=version,
+    )
+
+
+class MetadataSource:
+    """Where the broker gets metadata; ``current()`` is cheap and always returns an image."""
+
+    def current(self) -> ClusterMetadata:
+        raise NotImplementedError
+
+
+class StaticMetadataSource(MetadataSource):
+    """The static metadata file (tests and benchmarks); read once at start."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        try:
+            with open(self.path, "rb") as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as e:
+            raise MetadataError(f"cannot read metadata file {self.path}: {e}") from e
+        self._image = parse_metadata(doc)
+
+    def current(self) -> ClusterMetadata:
+        return self._image

@@ -1,0 +1,108 @@
+"""Prometheus metrics, one ``CollectorRegistry`` per broker (so tests can run several)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+
+
+class _StateCollector(Collector):
+    """Gauges read at scrape time: log end offsets and active connections."""
+
+    def __init__(
+        self,
+        offsets: Callable[[], Iterable[tuple[str, int, int, int]]],
+        connections: Callable[[], int],
+    ) -> None:
+        self._offsets = offsets
+        self._connections = connections
+
+    def collect(self):
+        leo = GaugeMetricFamily(
+            "sluice_log_end_offset", "Log end offset", labels=["topic", "partition"]
+        )
+        hw = GaugeMetricFamily(
+            "sluice_high_watermark", "High watermark", labels=["topic", "partition"]
+        )
+        for topic, partition, end, watermark in self._offsets():
+            leo.add_metric([topic, str(partition)], end)
+            hw.add_metric([topic, str(partition)], watermark)
+        yield leo
+        yield hw
+        yield GaugeMetricFamily(
+            "sluice_active_connections", "Open client connections", value=self._connections()
+        )
+
+
+class BrokerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.bytes_in = Counter(
+            "sluice_bytes_in", "Record batch bytes appended", ["topic"], registry=r
+        )
+        self.bytes_out = Counter(
+            "sluice_bytes_out", "Record batch bytes served by fetch", ["topic"], registry=r
+        )
+        self.records_in = Counter("sluice_records_in", "Records appended", ["topic"], registry=r)
+        self.records_out = Counter(
+            "sluice_records_out", "Records served by JSON fetch", ["topic"], registry=r
+        )
+        self.request_seconds = Histogram(
+            "sluice_request_seconds",
+            "Request latency by endpoint",
+            ["endpoint"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter(
+            "sluice_request_errors", "Error answers by code", ["error_code"], registry=r
+        )
+        self._in: dict[str, tuple] = {}
+        self._out: dict[str, tuple] = {}
+
+    def track_state(
+        self,
+        offsets: Callable[[], Iterable[tuple[str, int, int, int]]],
+        connections: Callable[[], int],
+    ) -> None:
+        self.registry.register(_StateCollector(offsets, connections))
+
+    def record_in(self, topic: str, nbytes: int, records: int) -> None:
+        c = self._in.get(topic)
+        if c is None:
+            c = self._in[topic] = (self.bytes_in.labels(topic), self.records_in.labels(topic))
+        c[0].inc(nbytes)
+        c[1].inc(records)
+
+    def record_out(self, topic: str, nbytes: int, records: int = 0) -> None:
+        c = self._out.get(topic)
+        if c is None:
+            c = self._out[topic] = (self.bytes_out.labels(topic), self.records_out.labels(topic))
+        c[0].inc(nbytes)
+        if records:
+            c[1].inc(records)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,44 @@
+"""Error codes -> HTTP statuses and JSON error bodies (pure; the HTTP layer sends them)."""
+
+from __future__ import annotations
+
+from brokernodes.errors import SluiceError
+
+STATUS_BY_CODE: dict[str, int] = {
+    "INVALID_REQUEST": 400,
+    "CORRUPT_MESSAGE": 400,
+    "INVALID_RECORD": 400,
+    "UNSUPPORTED_COMPRESSION_TYPE": 400,
+    "MESSAGE_TOO_LARGE": 413,
+    "REQUEST_TOO_LARGE": 413,
+    "UNAUTHENTICATED": 401,
+    "TOPIC_AUTHORIZATION_FAILED": 403,
+    "UNKNOWN_TOPIC_OR_PARTITION": 404,
+    "UNKNOWN_CLUSTER": 404,
+    "NOT_FOUND": 404,
+    "METHOD_NOT_ALLOWED": 405,
+    "OFFSET_OUT_OF_RANGE": 416,
+    "NOT_LEADER_OR_FOLLOWER": 421,
+    "OUT_OF_ORDER_SEQUENCE_NUMBER": 409,
+    "INVALID_PRODUCER_EPOCH": 409,
+    "PRODUCER_FENCED": 409,
+    "UNKNOWN_PRODUCER_ID": 409,
+    "NOT_ENOUGH_REPLICAS": 503,
+    "REQUEST_TIMED_OUT": 408,
+    "KAFKA_STORAGE_ERROR": 500,
+    "UNKNOWN_SERVER_ERROR": 500,
+}
+
+
+def status_for(error_code: str) -> int:
+    """The HTTP status for an error code (500 for a code this table does not know)."""
+    return STATUS_BY_CODE.get(error_code, 500)
+
+
+def error_body(error: SluiceError) -> dict[str, object]:
+    """``{"error_code", "message", ...details}`` for any ``SluiceError``."""
+    body: dict[str, object] = {"error_code": error.error_code, "message": error.message}
+    details = getattr(error, "details", None)
+    if details:
+        body.update(details)
+    return body

@@ -1,0 +1,388 @@
+"""Producer logic against the in-memory fake broker: batching, linger, sequences, retries."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from brokernodes.client.partitioner import partition_for_key
+from brokernodes.client.producer import AsyncProducer, Producer
+from brokernodes.errors import (
+    BrokerConnectionError,
+    BrokerError,
+    BufferFullError,
+    ClientTimeoutError,
+    UnknownTopicError,
+)
+from brokernodes.records.batch import decode_batches
+from brokernodes.records.header import iter_batches
+from tests.unit.client.fakes import URL, FakeTransport
+
+
+def run(coro, timeout: float = 10.0):
+    async def bounded():
+        async with asyncio.timeout(timeout):
+            return await coro
+
+    return asyncio.run(bounded())
+
+
+def producer(fake: FakeTransport, **config) -> AsyncProducer:
+    config.setdefault("retry_backoff_ms", 1)
+    config.setdefault("retry_backoff_max_ms", 5)
+    return AsyncProducer(URL, "key.secret", transport=fake, **config)
+
+
+def batch_headers(request):
+    return list(iter_batches(request.body))
+
+
+def test_records_arrive_in_order_with_their_offsets():
+    fake = FakeTransport({"t": 1})
+
+    async def main():
+        async with producer(fake, linger_ms=1) as p:
+            futures = [p.send("t", f"v{i}".encode(), key=b"k") for i in range(100)]
+            metas = [await f for f in futures]
+        return metas
+
+    metas = run(main())
+    assert [m.offset for m in metas] == list(range(100))
+    assert all(m.topic == "t" and m.partition == 0 for m in metas)
+    assert [r.value for r in fake.records("t", 0)] == [f"v{i}".encode() for i in range(100)]
+
+
+def test_batches_are_cut_at_batch_size():
+    fake = FakeTransport({"t": 1})
+
+    async def main():
+        async with producer(fake, batch_size=1000, linger_ms=10_000) as p:
+            for _ in range(50):
+                p.send("t", b"x" * 100)
+            await p.flush()
+
+    run(main())
+    batches = [h for r in fake.produce_requests() for h in batch_headers(r)]
+    assert sum(h.records_count for h in batches) == 50
+    assert len(batches) >= 6
+    assert all(h.size <= 1000 + 61 + 50 for h in batches)
+
+
+def test_linger_holds_a_small_batch_until_it_expires():
+    fake = FakeTransport({"t": 1})
+
+    async def main():
+        async with producer(fake, linger_ms=200) as p:
+            started = time.monotonic()
+            future = p.send("t", b"one")
+            await asyncio.sleep(0.05)
+            assert fake.produce_requests() == []
+            await future
+            return time.monotonic() - started
+
+    elapsed = run(main())
+    assert 0.15 <= elapsed < 2.0
+
+
+def test_flush_sends_without_waiting_for_linger():
+    fake = FakeTransport({"t": 1})
+
+    async def main():
+        async with producer(fake, linger_ms=60_000) as p:
+            future = p.send("t", b"one")
+            started = time.monotonic()
+            await p.flush(timeout=5)
+            assert future.done()
+            return time.monotonic() - started
+
+    assert run(main()) < 1.0
+
+
+def test_idempotent_batches_carry_producer_id_and_consecutive_sequences():
+    fake = FakeTransport({"t": 1})
+
+    async def main():
+        async with producer(fake, batch_size=500, linger_ms=0) as p:
+            for _ in range(30):
+                p.send("t", b"y" * 100)
+            await p.flush()
+            return p.producer_id
+
+    producer_id = run(main())
+    headers = [h for r in fake.produce_requests() for h in batch_headers(r)]
+    assert {h.producer_id for h in headers} == {producer_id}
+    assert {h.producer_epoch for h in headers} == {0}
+    expected = 0
+    for h in headers:
+        assert h.base_sequence == expected
+        expected += h.records_count
+    assert expected == 30
+
+
+def test_a_lost_answer_is_retried_with_the_same_bytes_and_not_duplicated():
+    fake = FakeTransport({"t": 1})
+    fake.lose_answers = 1
+
+    async def main():
+        async with producer(fake, linger_ms=1) as p:
+            futures = [p.send("t", f"r{i}".encode()) for i in range(10)]
+            return [await f for f in futures]
+
+    metas = run(main())
+    requests = fake.produce_requests()
+    assert len(requests) == 2
+    assert requests[0].body == requests[1].body  # the very same batch bytes
+    assert [m.offset for m in metas] == list(range(10))
+    assert len(fake.records("t", 0)) == 10  # the broker deduplicated the resend
+
+
+def test_connection_errors_are_retried_until_delivered():
+    fake = FakeTransport({"t": 1})
+    failures = [2]
+
+    def refuse(request):
+        if request.method == "POST" and request.path.endswith("/batches") and failures[0]:
+            failures[0] -= 1
+            raise BrokerConnectionError("refused (injected)")
+
+    fake.hooks.append(refuse)
+
+    async def main():
+        async with producer(fake) as p:
+            return await p.send("t", b"v")
+
+    assert run(main()).offset == 0
+    assert len(fake.produce_requests()) == 3
+    assert len(fake.records("t", 0)) == 1
+
+
+def test_not_leader_refreshes_metadata_and_retries():
+    fake = FakeTransport({"t": 2})
+    failures = [1]
+
+    def not_leader(request):
+        if request.path.endswith("/batches") and failures[0]:
+            failures[0] -= 1
+            raise BrokerError("NOT_LEADER_OR_FOLLOWER", "moved", status=421)
+
+    fake.hooks.append(not_leader)
+
+    async def main():
+        async with producer(fake) as p:
+            return await p.send("t", b"v", partition=1)
+
+    assert run(main()).partition == 1
+    metadata_calls = [r for r in fake.requests if r.path == "/sluice/v1/metadata"]
+    assert len(metadata_calls) >= 2
+
+
+def test_a_refused_batch_fails_its_records_and_later_batches_still_go_through():
+    fake = FakeTransport({"t": 1})
+    refuse = [True]
+
+    def corrupt(request):
+        if request.path.endswith("/batches") and refuse[0]:
+            refuse[0] = False
+            raise BrokerError("CORRUPT_MESSAGE", "bad crc (injected)", status=400)
+
+    fake.hooks.append(corrupt)
+
+    async def main():
+        async with producer(fake) as p:
+            first = p.send("t", b"a")
+            with pytest.raises(BrokerError) as info:
+                await first
+            assert info.value.error_code == "CORRUPT_MESSAGE"
+            return await p.send("t", b"b")
+
+    meta = run(main())
+    assert meta.offset == 0  # the sequence was given back: no gap, no OUT_OF_ORDER
+    assert [r.value for r in fake.records("t", 0)] == [b"b"]
+
+
+def test_delivery_timeout_fails_records_that_never_get_through():
+    fake = FakeTransport({"t": 1})
+
+    def always(request):
+        if request.path.endswith("/batches"):
+            raise BrokerConnectionError("refused (injected)")
+
+    fake.hooks.append(always)
+
+    async def main():
+        async with producer(fake, delivery_timeout_ms=200, retry_backoff_ms=20) as p:
+            with pytest.raises(ClientTimeoutError, match="timed out"):
+                await p.send("t", b"v")
+
+    run(main())
+
+
+def test_keyed_records_use_murmur2_and_keep_per_key_order():
+    fake = FakeTransport({"t": 5})
+    keys = [f"user-{i}".encode() for i in range(20)]
+
+    async def main():
+        async with producer(fake) as p:
+            futures = [(k, i, p.send("t", str(i).encode(), key=k)) for i in range(5) for k in keys]
+            return [(k, i, await f) for k, i, f in futures]
+
+    for key, _, meta in run(main()):
+        assert meta.partition == partition_for_key(key, 5)
+    for p in range(5):
+        by_key: dict[bytes, list[int]] = {}
+        for r in fake.records("t", p):
+            by_key.setdefault(r.key, []).append(int(r.value))
+        assert all(v == sorted(v) for v in by_key.values())
+
+
+def test_keyless_records_stick_to_one_partition_per_batch():
+    fake = FakeTransport({"t": 4})
+
+    async def main():
+        async with producer(fake, batch_size=2000, linger_ms=10_000) as p:
+            for _ in range(200):
+                p.send("t", b"z" * 100)
+            await p.flush()
+
+    run(main())
+    batches = [(r.path, h.records_count) for r in fake.produce_requests() for h in batch_headers(r)]
+    assert sum(n for _, n in batches) == 200
+    assert all(n >= 10 for _, n in batches[:-4])  # full batches, not one record each
+    assert len({path for path, _ in batches}) > 1  # moved on after full batches
+
+
+def test_ready_batches_of_one_partition_share_a_request():
+    fake = FakeTransport({"t": 1}, latency_s=0.05)
+
+    async def main():
+        async with producer(fake, batch_size=300, linger_ms=0) as p:
+            for _ in range(40):
+                p.send("t", b"q" * 100)
+            await p.flush()
+
+    run(main())
+    counts = [len(batch_headers(r)) for r in fake.produce_requests()]
+    assert max(counts) > 1
+    assert max(counts) <= 5  # never more than the broker's dedup window
+    assert sum(len(decode_batches(r.body)) for r in fake.produce_requests()) == sum(counts)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches_round_trip(codec):
+    fake = FakeTransport({"t": 1})
+
+    async def main():
+        async with producer(fake, compression=codec) as p:
+            futures = [
+                p.send("t", b"value-%d" % i, key=b"k", headers={"h": b"x"}) for i in range(20)
+            ]
+            for f in futures:
+                await f
+
+    run(main())
+    headers = [h for r in fake.produce_requests() for h in batch_headers(r)]
+    assert all(h.compression != 0 for h in headers)
+    records = fake.records("t", 0)
+    assert [r.value for r in records] == [b"value-%d" % i for i in range(20)]
+    assert records[0].headers == [("h", b"x")]
+
+
+def test_acks_0_gives_no_offsets_and_disables_idempotence():
+    fake = FakeTransport({"t": 1})
+
+    async def main():
+        async with producer(fake, acks=0) as p:
+            assert not p.idempotent
+            return await p.send("t", b"v")
+
+    assert run(main()).offset == -1
+    assert fake.produce_requests()[0].params["acks"] == "0"
+    assert not [r for r in fake.requests if r.path == "/sluice/v1/producer-ids"]
+    with pytest.raises(ValueError):
+        AsyncProducer(URL, acks=0, enable_idempotence=True)
+
+
+def test_callbacks_get_metadata_or_error():
+    fake = FakeTransport({"t": 1})
+    seen = []
+
+    async def main():
+        async with producer(fake) as p:
+            p.send("t", b"v", on_delivery=lambda err, meta: seen.append((err, meta)))
+            f = p.send("t", b"w")
+            f.add_done_callback(lambda fut: seen.append(("fut", fut.done())))
+            await p.flush()
+
+    run(main())
+    assert seen[0][0] is None and seen[0][1].offset == 0
+    assert seen[1] == ("fut", True)
+
+
+def test_full_buffer_raises_in_send_and_waits_in_produce():
+    fake = FakeTransport({"t": 1}, latency_s=0.02)
+
+    async def main():
+        async with producer(fake, buffer_memory=2000, linger_ms=0) as p:
+            with pytest.raises(BufferFullError):
+                for _ in range(100):
+                    p.send("t", b"b" * 100)
+            futures = [await p.produce("t", b"c" * 100) for _ in range(50)]
+            for f in futures:
+                await f
+
+    run(main())
+
+
+def test_unknown_topic_fails_clearly():
+    fake = FakeTransport({"t": 1})
+
+    async def main():
+        async with producer(fake) as p:
+            with pytest.raises(UnknownTopicError, match="nope"):
+                await p.send("nope", b"v")
+            with pytest.raises(UnknownTopicError, match="partition 7"):
+                p.send("t", b"v", partition=7)
+
+    run(main())
+
+
+def test_topic_created_after_start_is_found_by_a_metadata_refresh():
+    fake = FakeTransport({"t": 1})
+
+    async def main():
+        async with producer(fake) as p:
+            fake.topics["late"] = 1
+            fake.logs[("late", 0)] = type(fake.logs[("t", 0)])()
+            return await p.send("late", b"v")
+
+    assert run(main()).topic == "late"
+
+
+def test_sync_producer_sends_from_threads():
+    fake = FakeTransport({"t": 3})
+    p = Producer(URL, "k.s", transport=fake, linger_ms=1)
+    try:
+        futures = []
+        lock = threading.Lock()
+
+        def work(n):
+            for i in range(200):
+                f = p.send("t", b"%d-%d" % (n, i), key=b"%d" % n)
+                with lock:
+                    futures.append(f)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        p.flush(timeout=10)
+        metas = [f.result(timeout=5) for f in futures]
+    finally:
+        p.close()
+    assert len(metas) == 800
+    assert len({(m.partition, m.offset) for m in metas}) == 800
+    assert sum(len(fake.records("t", i)) for i in range(3)) == 800

@@ -1,0 +1,359 @@
+"""Every route, walked from the URL configuration: authentication, tenant isolation, roles.
+
+``ROUTES`` must name every route and every method its view answers; a new route or method
+fails ``test_every_route_and_method_is_in_the_table`` until it is added here with its rules,
+so no route can skip the checks below.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from rest_framework.test import APIClient
+
+from backend.audit.models import AuditEvent
+from backend.keys.models import ApiKey
+from backend.tenancy import roles
+from backend.topics.models import Topic
+
+from .conftest import World, key_client, session_client
+
+PUBLIC = "public"  # no authentication: health, schema, sign-in helpers
+USER = "user"  # a signed-in person, across their organisations (not tenant-scoped)
+TENANT = "tenant"  # tenant-scoped; readers read, members write
+ADMIN = "admin"  # tenant-scoped admin routes
+PLATFORM = "platform"  # platform staff only, cross-tenant by design
+
+
+@dataclass(frozen=True)
+class Route:
+    kind: str
+    methods: tuple[str, ...]
+    # URL that names tenant B's object (detail routes), or the collection URL
+    url: Callable[[World], str] = lambda w: ""
+    # request body per method, built from the world (B's objects where relevant)
+    body: Callable[[World, str], Any] = lambda w, m: {}
+    # Methods where A naming B's object must get 404 (True: all). Others must not leak B.
+    detail: bool | tuple[str, ...] = False
+    # Only methods whose role rule differs from the kind's default
+    write_role: str | None = None
+
+
+def _u(route_name: str, /, **kwargs: Any) -> Callable[[World], str]:
+    def build(w: World) -> str:
+        return reverse(route_name, kwargs={k: v(w) for k, v in kwargs.items()})
+
+    return build
+
+
+ROUTES: dict[str, Route] = {
+    "healthz": Route(PUBLIC, ("GET",)),
+    "readyz": Route(PUBLIC, ("GET",)),
+    "schema": Route(PUBLIC, ("GET",)),
+    "docs": Route(PUBLIC, ("GET",)),
+    "auth-csrf": Route(PUBLIC, ("GET",)),
+    "auth-login": Route(PUBLIC, ("POST",)),
+    "auth-logout": Route(USER, ("POST",), _u("auth-logout")),
+    "auth-me": Route(TENANT, ("GET",), _u("auth-me")),
+    "auth-organisation": Route(
+        USER,
+        ("POST",),
+        _u("auth-organisation"),
+        body=lambda w, m: {"organisation": w.b.org.slug},
+        detail=True,
+    ),
+    "organisations": Route(
+        USER, ("GET", "POST"), _u("organisations"),
+        body=lambda w, m: {"slug": "charlie", "name": "C"},
+    ),
+    "organisation": Route(
+        TENANT, ("GET", "PATCH"), _u("organisation"), body=lambda w, m: {"name": "renamed"},
+        write_role=roles.ADMIN,
+    ),
+    "members": Route(
+        ADMIN, ("GET", "POST"), _u("members"),
+        body=lambda w, m: {"username": "platform-staff", "role": "member"},
+    ),
+    "member-detail": Route(
+        ADMIN,
+        ("GET", "PATCH", "DELETE"),
+        _u("member-detail", membership_id=lambda w: w.b.memberships[roles.MEMBER].id),
+        body=lambda w, m: {"role": "admin"},
+        detail=True,
+    ),
+    "service-accounts": Route(
+        ADMIN, ("GET", "POST"), _u("service-accounts"), body=lambda w, m: {"name": "new-sa"}
+    ),
+    "service-account-detail": Route(
+        ADMIN,
+        ("GET", "PATCH", "DELETE"),
+        _u("service-account-detail", service_account_id=lambda w: w.b.accounts[roles.MEMBER].id),
+        body=lambda w, m: {"description": "pwned"},
+        detail=True,
+    ),
+    "api-keys": Route(
+        ADMIN,
+        ("GET", "POST"),
+        _u("api-keys"),
+        # creating a key for B's service account must be 404
+        body=lambda w, m: {"service_account_id": str(w.b.accounts[roles.MEMBER].id)},
+        detail=("POST",),
+    ),
+    "api-key-detail": Route(
+        ADMIN,
+        ("GET", "DELETE"),
+        _u("api-key-detail", key_id=lambda w: w.b.keys[roles.MEMBER].api_key.key_id),
+        detail=True,
+    ),
+    "topics": Route(
+        TENANT, ("GET", "POST"), _u("topics"),
+        body=lambda w, m: {"name": "fresh-topic", "partitions": 1, "replication_factor": 1},
+    ),
+    "topic-detail": Route(
+        TENANT,
+        ("GET", "PATCH", "DELETE"),
+        _u("topic-detail", name=lambda w: w.b.topic.name),
+        body=lambda w, m: {"configs": {"retention.ms": "1"}},
+        detail=True,
+    ),
+    "topic-partitions": Route(
+        TENANT,
+        ("POST",),
+        _u("topic-partitions", name=lambda w: w.b.topic.name),
+        body=lambda w, m: {"partitions": 10},
+        detail=True,
+    ),
+    "acls": Route(
+        ADMIN,
+        ("GET", "POST"),
+        _u("acls"),
+        body=lambda w, m: {
+            "principal": "User:x", "resource_type": "TOPIC", "resource_name": "t",
+            "operation": "READ",
+        },
+    ),
+    "acl-detail": Route(
+        ADMIN, ("GET", "DELETE"), _u("acl-detail", acl_id=lambda w: w.b.acl.id), detail=True
+    ),
+    "quotas": Route(
+        ADMIN,
+        ("GET", "POST"),
+        _u("quotas"),
+        body=lambda w, m: {
+            "service_account_id": str(w.b.accounts[roles.MEMBER].id), "max_topics": 1
+        },
+        detail=("POST",),
+    ),
+    "quota-detail": Route(
+        ADMIN,
+        ("GET", "PATCH", "DELETE"),
+        _u("quota-detail", quota_id=lambda w: w.b.sa_quota.id),
+        body=lambda w, m: {"max_topics": 1},
+        detail=True,
+    ),
+    "audit": Route(ADMIN, ("GET",), _u("audit")),
+    "platform-organisation-quota": Route(
+        PLATFORM,
+        ("GET", "PATCH"),
+        _u("platform-organisation-quota", organisation=lambda w: w.b.org.slug),
+        body=lambda w, m: {"max_topics": 100000},
+    ),
+}
+
+
+def _walk(patterns, prefix: str = ""):
+    for p in patterns:
+        if isinstance(p, URLResolver):
+            yield from _walk(p.url_patterns, prefix + str(p.pattern))
+        elif isinstance(p, URLPattern):
+            yield prefix + str(p.pattern), p
+
+
+def _methods(pattern: URLPattern) -> set[str]:
+    view_class = getattr(pattern.callback, "view_class", None) or getattr(
+        pattern.callback, "cls", None
+    )
+    if view_class is None:  # a plain function view
+        return {"GET"}
+    return {
+        m.upper()
+        for m in view_class.http_method_names
+        if m not in ("options", "head", "trace") and hasattr(view_class, m)
+    }
+
+
+def test_every_route_and_method_is_in_the_table():
+    found = {}
+    for route, pattern in _walk(get_resolver().url_patterns):
+        assert pattern.name, f"route {route!r} has no name; name it and add it to ROUTES"
+        found[pattern.name] = (route, _methods(pattern))
+    missing = sorted(set(found) - set(ROUTES))
+    assert not missing, f"routes not covered by tests/unit/control/test_routes.py: {missing}"
+    stale = sorted(set(ROUTES) - set(found))
+    assert not stale, f"ROUTES lists routes that no longer exist: {stale}"
+    for name, (route, methods) in found.items():
+        assert methods == set(ROUTES[name].methods), (
+            f"{route}: the view answers {sorted(methods)}, the table says "
+            f"{sorted(ROUTES[name].methods)}"
+        )
+
+
+def _cases(*kinds: str, writes_only: bool = False, reads_only: bool = False):
+    for name, r in ROUTES.items():
+        if r.kind not in kinds:
+            continue
+        for m in r.methods:
+            if (writes_only and m == "GET") or (reads_only and m != "GET"):
+                continue
+            yield pytest.param(name, m, id=f"{m} {name}")
+
+
+ISOLATION_CASES = [
+    pytest.param(name, method, as_, id=f"{as_} {method} {name}")
+    for as_ in ("admin-key", "owner-session")
+    for name, r in ROUTES.items()
+    for method in r.methods
+    # user routes refuse API keys (test_api_keys_cannot_use_user_and_platform_routes)
+    if r.kind in (TENANT, ADMIN) or (r.kind == USER and as_ == "owner-session")
+]
+
+
+def _call(client, world: World, name: str, method: str):
+    r = ROUTES[name]
+    url = r.url(world)
+    body = r.body(world, method) if method != "GET" else None
+    fn = getattr(client, method.lower())
+    if body is None:
+        return fn(url)
+    return fn(url, data=json.dumps(body), content_type="application/json")
+
+
+def _assert_error(response, status: int, code: str) -> None:
+    assert response.status_code == status, (response.status_code, response.content[:300])
+    body = response.json()
+    assert body["error_code"] == code, body
+    assert isinstance(body["message"], str) and body["message"]
+
+
+def _snapshot_b(world: World) -> tuple:
+    b = world.b
+    return (
+        AuditEvent.objects.filter(organisation=b.org).count(),
+        list(Topic.objects.filter(organisation=b.org).values_list("name", "partitions", "configs")),
+        sorted(ApiKey.objects.filter(organisation=b.org).values_list("key_id", "revoked_at")),
+    )
+
+
+@pytest.mark.parametrize(("name", "method"), list(_cases(USER, TENANT, ADMIN, PLATFORM)))
+def test_every_non_public_route_requires_authentication(world, name, method):
+    anonymous = _call(APIClient(), world, name, method)
+    _assert_error(anonymous, 401, "NOT_AUTHENTICATED")
+    assert anonymous["WWW-Authenticate"].startswith("Bearer")
+    forged = _call(key_client("slk_" + "x" * 16 + "." + "y" * 43), world, name, method)
+    _assert_error(forged, 401, "NOT_AUTHENTICATED")
+
+
+@pytest.mark.parametrize(("name", "method"), list(_cases(PUBLIC)))
+def test_public_routes_answer_without_authentication(world, name, method):
+    url = reverse(name)
+    response = APIClient().get(url) if method == "GET" else APIClient().post(
+        url, data={"username": "alpha-owner", "password": "pw-alpha"}, format="json"
+    )
+    assert response.status_code == 200, (name, response.status_code)
+
+
+@pytest.mark.parametrize(("name", "method", "as_"), ISOLATION_CASES)
+def test_tenant_isolation(world, name, method, as_):
+    """Tenant A (an admin key, or the owner's session) cannot see or touch B's objects: 404
+    on B's objects, and no B identifier in any answer; B's data and audit log unchanged."""
+    r = ROUTES[name]
+    if as_ == "admin-key":
+        client = key_client(world.a.token(roles.ADMIN))
+    else:
+        client = session_client(world.a.users[roles.OWNER], world.a.org)
+    before = _snapshot_b(world)
+    response = _call(client, world, name, method)
+    if r.detail is True or (r.detail and method in r.detail):
+        _assert_error(response, 404, "NOT_FOUND")
+    else:
+        assert response.status_code < 400, (response.status_code, response.content[:300])
+    text = response.content.decode()
+    leaked = [i for i in world.b.identifiers() if i in text]
+    assert not leaked, f"{method} {name} leaked tenant B's {leaked}"
+    assert _snapshot_b(world) == before
+
+
+@pytest.mark.parametrize(("name", "method"), list(_cases(TENANT, ADMIN)))
+def test_naming_another_organisation_in_the_header_is_404(world, name, method):
+    """A's owner naming B in X-Sluice-Organisation gets 404, as if B did not exist."""
+    client = session_client(world.a.users[roles.OWNER], world.b.org)
+    if name == "auth-me":  # me answers without a current organisation
+        response = _call(client, world, name, method)
+        assert response.json()["organisation"] is None
+        return
+    before = _snapshot_b(world)
+    _assert_error(_call(client, world, name, method), 404, "NOT_FOUND")
+    assert _snapshot_b(world) == before
+
+
+def _own_url(world: World, name: str) -> Callable[[], str]:
+    """The URL of A's own object for a route (so role checks are not masked by 404)."""
+    a = world.a
+    own = {
+        "member-detail": {"membership_id": a.memberships[roles.READ_ONLY].id},
+        "service-account-detail": {"service_account_id": a.accounts[roles.READ_ONLY].id},
+        "api-key-detail": {"key_id": a.keys[roles.READ_ONLY].api_key.key_id},
+        "topic-detail": {"name": a.topic.name},
+        "topic-partitions": {"name": a.topic.name},
+        "acl-detail": {"acl_id": a.acl.id},
+        "quota-detail": {"quota_id": a.sa_quota.id},
+        "platform-organisation-quota": {"organisation": a.org.slug},
+    }
+    return reverse(name, kwargs=own.get(name, {}))
+
+
+@pytest.mark.parametrize(("name", "method"), list(_cases(ADMIN)))
+@pytest.mark.parametrize("role", [roles.MEMBER, roles.READ_ONLY])
+def test_admin_routes_refuse_non_admins(world, name, method, role):
+    url = _own_url(world, name)
+    body = json.dumps(ROUTES[name].body(world, method)) if method != "GET" else None
+    for client in (key_client(world.a.token(role)), session_client(world.a.users[role])):
+        response = getattr(client, method.lower())(url, data=body, content_type="application/json")
+        _assert_error(response, 403, "PERMISSION_DENIED")
+
+
+@pytest.mark.parametrize(("name", "method"), list(_cases(TENANT, writes_only=True)))
+def test_read_only_cannot_write(world, name, method):
+    url = _own_url(world, name)
+    body = json.dumps(ROUTES[name].body(world, method))
+    for client in (
+        key_client(world.a.token(roles.READ_ONLY)),
+        session_client(world.a.users[roles.READ_ONLY]),
+    ):
+        response = getattr(client, method.lower())(url, data=body, content_type="application/json")
+        _assert_error(response, 403, "PERMISSION_DENIED")
+
+
+@pytest.mark.parametrize(("name", "method"), list(_cases(TENANT, reads_only=True)))
+def test_read_only_can_read(world, name, method):
+    response = key_client(world.a.token(roles.READ_ONLY)).get(_own_url(world, name))
+    assert response.status_code == 200, response.content[:300]
+
+
+@pytest.mark.parametrize(("name", "method"), list(_cases(USER, PLATFORM)))
+def test_api_keys_cannot_use_user_and_platform_routes(world, name, method):
+    response = _call(key_client(world.a.token(roles.ADMIN)), world, name, method)
+    _assert_error(response, 403, "PERMISSION_DENIED")
+
+
+@pytest.mark.parametrize(("name", "method"), list(_cases(PLATFORM)))
+def test_platform_routes_are_staff_only(world, name, method):
+    owner = session_client(world.a.users[roles.OWNER], world.a.org)
+    _assert_error(_call(owner, world, name, method), 403, "PERMISSION_DENIED")
+    staff = session_client(world.staff)
+    assert _call(staff, world, name, method).status_code == 200
