@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from brokernodes.client.admin import AsyncAdmin
 from brokernodes.client.consumer import AsyncConsumer, Consumer, TopicPartition
 from brokernodes.client.metadata import ClusterMetadata
 from brokernodes.client.producer import AsyncProducer, Producer
@@ -172,6 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument(
                 "--keys", type=int, default=1000, metavar="N", help="distinct keys (0: keyless)"
             )
+            sub.add_argument(
+                "--buffer-mb",
+                type=float,
+                default=4,
+                metavar="MB",
+                help="producer buffer: records waiting beyond it slow the sender down, and "
+                "their wait counts in the latency (default 4)",
+            )
             _producer_options(sub)
         if name == "e2e":
             sub.add_argument("--rate", type=float, default=10_000, help="records per second")
@@ -312,14 +321,8 @@ def _or_dash(value: Any) -> str:
 
 
 async def _fetch_metadata(args: argparse.Namespace) -> ClusterMetadata:
-    from brokernodes.client.http import HttpTransport
-    from brokernodes.client.metadata import fetch_metadata
-
-    transport = HttpTransport(args.api_key, request_timeout_s=15)
-    try:
-        return await fetch_metadata(transport, args.url)
-    finally:
-        await transport.close()
+    async with AsyncAdmin(args.url, args.api_key, request_timeout_ms=15_000) as admin:
+        return await admin.describe_cluster()
 
 
 # --- produce -----------------------------------------------------------------------------------
@@ -670,7 +673,12 @@ async def bench_produce(args: argparse.Namespace, count: int, duration: float | 
             failed[0] += 1
             failed[1] = failed[1] or error
 
-    producer = AsyncProducer(args.url, args.api_key, **_producer_config(args))
+    producer = AsyncProducer(
+        args.url,
+        args.api_key,
+        buffer_memory=max(1, int(args.buffer_mb * 1_048_576)),
+        **_producer_config(args),
+    )
     await producer.start()
     _check_cluster(args, producer.metadata)
     producer.metadata.topic(args.topic)
@@ -756,7 +764,7 @@ async def bench_consume(args: argparse.Namespace, count: int, duration: float | 
         end_time = started + duration if duration else None
         with _Progress("consuming", target, None) as progress:
             while received < target:
-                records = await consumer.poll(1.0, 10_000)
+                records = await consumer.poll(1.0, min(10_000, target - received))
                 if not records:
                     if end_time is not None and time.perf_counter() >= end_time:
                         break
@@ -782,7 +790,12 @@ async def bench_e2e(args: argparse.Namespace, count: int, duration: float | None
     size = max(args.record_size, _STAMP.size)
     filler = b"x" * (size - _STAMP.size)
     keys = _keys(args.keys)
-    producer = AsyncProducer(args.url, args.api_key, **_producer_config(args))
+    producer = AsyncProducer(
+        args.url,
+        args.api_key,
+        buffer_memory=max(1, int(args.buffer_mb * 1_048_576)),
+        **_producer_config(args),
+    )
     consumer = AsyncConsumer(args.url, args.api_key, fetch_max_wait_ms=100)
     await producer.start()
     await consumer.start()

@@ -51,15 +51,23 @@ class AclListApi(AdminAPIView):
             max_length=8, required=False, default="ALLOW", help_text="ALLOW or DENY"
         )
 
-    @extend_schema(operation_id="acls_list", tags=TAGS, parameters=[FilterSerializer],
-                   responses={200: AclOutputSerializer(many=True), **errors(400)})
+    @extend_schema(
+        operation_id="acls_list",
+        tags=TAGS,
+        parameters=[FilterSerializer],
+        responses={200: AclOutputSerializer(many=True), **errors(400)},
+    )
     def get(self, request):
         filters = validate_input(self.FilterSerializer, request.query_params)
         bindings = selectors.acl_list(organisation=self.organisation, **filters)
         return Response(AclOutputSerializer(bindings, many=True).data)
 
-    @extend_schema(operation_id="acls_create", tags=TAGS, request=InputSerializer,
-                   responses={201: AclOutputSerializer, **errors(400, 409)})
+    @extend_schema(
+        operation_id="acls_create",
+        tags=TAGS,
+        request=InputSerializer,
+        responses={201: AclOutputSerializer, **errors(400, 409)},
+    )
     def post(self, request):
         data = validate_input(self.InputSerializer, request.data)
         binding = services.acl_create(ctx=self.ctx, **data)
@@ -67,14 +75,22 @@ class AclListApi(AdminAPIView):
 
 
 class AclDetailApi(AdminAPIView):
-    @extend_schema(operation_id="acls_retrieve", tags=TAGS, parameters=[ACL_PARAM],
-                   responses={200: AclOutputSerializer, **errors(404)})
+    @extend_schema(
+        operation_id="acls_retrieve",
+        tags=TAGS,
+        parameters=[ACL_PARAM],
+        responses={200: AclOutputSerializer, **errors(404)},
+    )
     def get(self, request, acl_id):
         binding = selectors.acl_get(organisation=self.organisation, acl_id=acl_id)
         return Response(AclOutputSerializer(binding).data)
 
-    @extend_schema(operation_id="acls_delete", tags=TAGS, parameters=[ACL_PARAM],
-                   responses={204: None, **errors(404)})
+    @extend_schema(
+        operation_id="acls_delete",
+        tags=TAGS,
+        parameters=[ACL_PARAM],
+        responses={204: None, **errors(404)},
+    )
     def delete(self, request, acl_id):
         binding = selectors.acl_get(organisation=self.organisation, acl_id=acl_id)
         services.acl_delete(ctx=self.ctx, binding=binding)

@@ -40,8 +40,12 @@ class AuditEventListApi(AdminAPIView):
         limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=50)
         offset = serializers.IntegerField(required=False, min_value=0, default=0)
 
-    @extend_schema(operation_id="audit_list", tags=["audit"], parameters=[FilterSerializer],
-                   responses={200: AuditPageSerializer, **errors(400)})
+    @extend_schema(
+        operation_id="audit_list",
+        tags=["audit"],
+        parameters=[FilterSerializer],
+        responses={200: AuditPageSerializer, **errors(400)},
+    )
     def get(self, request):
         filters = validate_input(self.FilterSerializer, request.query_params)
         limit, offset = filters.pop("limit"), filters.pop("offset")

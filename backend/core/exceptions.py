@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -108,6 +109,14 @@ def exception_handler(exc: Exception, context: dict) -> Response:
     if isinstance(exc, ApplicationError):
         set_rollback()
         return Response(error_body(exc.error_code, exc.message, exc.fields), exc.status_code)
+    if isinstance(exc, DjangoValidationError):  # a model's full_clean() in a service
+        set_rollback()
+        fields = getattr(exc, "message_dict", None)
+        if fields:
+            return Response(
+                error_body("INVALID_REQUEST", "the request has invalid fields", fields), 400
+            )
+        return Response(error_body("INVALID_REQUEST", "; ".join(exc.messages)), 400)
     if isinstance(exc, Http404):
         exc = drf.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -130,6 +139,11 @@ def exception_handler(exc: Exception, context: dict) -> Response:
             message = "; ".join(str(m) for m in messages) if isinstance(messages, list) else ""
             return Response(error_body(code, message or "invalid request"), 400, headers=headers)
         message = str(exc.detail) if not isinstance(exc.detail, dict | list) else code
+        if isinstance(exc, drf.NotAuthenticated):
+            message = (
+                "this route needs an API key ('Authorization: Bearer slk_<key_id>.<secret>') "
+                "or a console session (POST /api/v1/auth/login)"
+            )
         return Response(error_body(code, message), exc.status_code, headers=headers)
     # Anything else is a bug: log it (without the request body) and answer JSON, not HTML.
     logger.exception("unhandled error in %s", type(context.get("view")).__name__)

@@ -28,6 +28,7 @@ def errors(*statuses: int) -> dict[int, OpenApiResponse]:
         403: "PERMISSION_DENIED: the role does not allow this",
         404: "NOT_FOUND: no such object in the current organisation",
         409: "conflict, e.g. TOPIC_ALREADY_EXISTS",
+        429: "THROTTLED: too many attempts; see Retry-After",
     }
     out = {}
     for s in sorted({401, 403, *statuses}):

@@ -53,3 +53,12 @@ def validate_input(serializer_class: type[serializers.Serializer], data, **kwarg
     serializer = serializer_class(data=data, **kwargs)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
+
+
+class StrictCharField(serializers.CharField):
+    """A CharField that refuses numbers and booleans instead of turning them into text."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)

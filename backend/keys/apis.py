@@ -49,8 +49,12 @@ class ApiKeyListApi(AdminAPIView):
         service_account_id = serializers.UUIDField()
         description = serializers.CharField(max_length=500, required=False, allow_blank=True)
 
-    @extend_schema(operation_id="api_keys_list", tags=TAGS, parameters=[FilterSerializer],
-                   responses={200: ApiKeyOutputSerializer(many=True), **errors(400, 404)})
+    @extend_schema(
+        operation_id="api_keys_list",
+        tags=TAGS,
+        parameters=[FilterSerializer],
+        responses={200: ApiKeyOutputSerializer(many=True), **errors(400, 404)},
+    )
     def get(self, request):
         filters = validate_input(self.FilterSerializer, request.query_params)
         sa = None
@@ -65,8 +69,12 @@ class ApiKeyListApi(AdminAPIView):
         )
         return Response(ApiKeyOutputSerializer(keys, many=True).data)
 
-    @extend_schema(operation_id="api_keys_create", tags=TAGS, request=InputSerializer,
-                   responses={201: ApiKeyCreatedOutputSerializer, **errors(400, 404)})
+    @extend_schema(
+        operation_id="api_keys_create",
+        tags=TAGS,
+        request=InputSerializer,
+        responses={201: ApiKeyCreatedOutputSerializer, **errors(400, 404)},
+    )
     def post(self, request):
         data = validate_input(self.InputSerializer, request.data)
         sa = service_account_get(
@@ -83,15 +91,23 @@ class ApiKeyListApi(AdminAPIView):
 
 
 class ApiKeyDetailApi(AdminAPIView):
-    @extend_schema(operation_id="api_keys_retrieve", tags=TAGS, parameters=[KEY_PARAM],
-                   responses={200: ApiKeyOutputSerializer, **errors(404)})
+    @extend_schema(
+        operation_id="api_keys_retrieve",
+        tags=TAGS,
+        parameters=[KEY_PARAM],
+        responses={200: ApiKeyOutputSerializer, **errors(404)},
+    )
     def get(self, request, key_id: str):
         key = selectors.api_key_get(organisation=self.organisation, key_id=key_id)
         return Response(ApiKeyOutputSerializer(key).data)
 
-    @extend_schema(operation_id="api_keys_revoke", tags=TAGS, parameters=[KEY_PARAM],
-                   description="Revoke: refused from the next request on.",
-                   responses={204: None, **errors(404)})
+    @extend_schema(
+        operation_id="api_keys_revoke",
+        tags=TAGS,
+        parameters=[KEY_PARAM],
+        description="Revoke: refused from the next request on.",
+        responses={204: None, **errors(404)},
+    )
     def delete(self, request, key_id: str):
         key = selectors.api_key_get(organisation=self.organisation, key_id=key_id)
         services.api_key_revoke(ctx=self.ctx, api_key=key)

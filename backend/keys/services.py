@@ -12,6 +12,7 @@ from backend.audit.services import audit_record
 from backend.core.context import RequestContext
 from backend.keys import tokens
 from backend.keys.models import ApiKey
+from backend.keys.signals import api_key_revoked
 
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 
@@ -63,6 +64,10 @@ def api_key_revoke(*, ctx: RequestContext, api_key: ApiKey) -> ApiKey:
     before = api_key_snapshot(api_key)
     api_key.revoked_at = timezone.now()
     api_key.save(update_fields=["revoked_at"])
+    key_id, org_id = api_key.key_id, api_key.organisation_id
+    transaction.on_commit(
+        lambda: api_key_revoked.send(sender=ApiKey, key_id=key_id, organisation_id=org_id)
+    )
     audit_record(
         ctx=ctx,
         action="api_key.revoke",

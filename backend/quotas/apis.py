@@ -60,16 +60,22 @@ QUOTA_PARAM = OpenApiParameter("quota_id", str, OpenApiParameter.PATH)
 
 
 class QuotaListApi(AdminAPIView):
-    @extend_schema(operation_id="quotas_list", tags=TAGS,
-                   responses={200: QuotaOutputSerializer(many=True), **errors()})
+    @extend_schema(
+        operation_id="quotas_list",
+        tags=TAGS,
+        responses={200: QuotaOutputSerializer(many=True), **errors()},
+    )
     def get(self, request):
         quotas = selectors.quota_list(organisation=self.organisation)
         return Response(QuotaOutputSerializer(quotas, many=True).data)
 
-    @extend_schema(operation_id="quotas_create", tags=TAGS,
-                   request=ServiceAccountQuotaInputSerializer,
-                   description="A service account's quota, at most the organisation's.",
-                   responses={201: QuotaOutputSerializer, **errors(400, 404, 409)})
+    @extend_schema(
+        operation_id="quotas_create",
+        tags=TAGS,
+        request=ServiceAccountQuotaInputSerializer,
+        description="A service account's quota, at most the organisation's.",
+        responses={201: QuotaOutputSerializer, **errors(400, 404, 409)},
+    )
     def post(self, request):
         data = validate_input(ServiceAccountQuotaInputSerializer, request.data)
         sa = service_account_get(
@@ -82,24 +88,36 @@ class QuotaListApi(AdminAPIView):
 
 
 class QuotaDetailApi(AdminAPIView):
-    @extend_schema(operation_id="quotas_retrieve", tags=TAGS, parameters=[QUOTA_PARAM],
-                   responses={200: QuotaOutputSerializer, **errors(404)})
+    @extend_schema(
+        operation_id="quotas_retrieve",
+        tags=TAGS,
+        parameters=[QUOTA_PARAM],
+        responses={200: QuotaOutputSerializer, **errors(404)},
+    )
     def get(self, request, quota_id):
         quota = selectors.quota_get(organisation=self.organisation, quota_id=quota_id)
         return Response(QuotaOutputSerializer(quota).data)
 
-    @extend_schema(operation_id="quotas_update", tags=TAGS, parameters=[QUOTA_PARAM],
-                   request=QuotaValuesSerializer,
-                   description="Change a service account's quota (the organisation's: staff).",
-                   responses={200: QuotaOutputSerializer, **errors(400, 404)})
+    @extend_schema(
+        operation_id="quotas_update",
+        tags=TAGS,
+        parameters=[QUOTA_PARAM],
+        request=QuotaValuesSerializer,
+        description="Change a service account's quota (the organisation's: staff).",
+        responses={200: QuotaOutputSerializer, **errors(400, 404)},
+    )
     def patch(self, request, quota_id):
         quota = selectors.quota_get(organisation=self.organisation, quota_id=quota_id)
         data = validate_input(QuotaValuesSerializer, request.data)
         quota = services.quota_update(ctx=self.ctx, quota=quota, values=_values(data))
         return Response(QuotaOutputSerializer(quota).data)
 
-    @extend_schema(operation_id="quotas_delete", tags=TAGS, parameters=[QUOTA_PARAM],
-                   responses={204: None, **errors(404)})
+    @extend_schema(
+        operation_id="quotas_delete",
+        tags=TAGS,
+        parameters=[QUOTA_PARAM],
+        responses={204: None, **errors(404)},
+    )
     def delete(self, request, quota_id):
         quota = selectors.quota_get(organisation=self.organisation, quota_id=quota_id)
         services.quota_delete(ctx=self.ctx, quota=quota)
@@ -116,9 +134,12 @@ class PlatformOrganisationQuotaApi(PlatformAPIView):
             raise NotFound("no such organisation")
         return org
 
-    @extend_schema(operation_id="platform_organisation_quota_retrieve", tags=["platform"],
-                   parameters=[ORG_PARAM],
-                   responses={200: QuotaOutputSerializer, **errors(404)})
+    @extend_schema(
+        operation_id="platform_organisation_quota_retrieve",
+        tags=["platform"],
+        parameters=[ORG_PARAM],
+        responses={200: QuotaOutputSerializer, **errors(404)},
+    )
     def get(self, request, organisation: str):
         org = self._organisation(organisation)
         quota = selectors.quota_for_organisation(organisation=org)
@@ -126,10 +147,14 @@ class PlatformOrganisationQuotaApi(PlatformAPIView):
             raise NotFound("this organisation has no quota row")
         return Response(QuotaOutputSerializer(quota).data)
 
-    @extend_schema(operation_id="platform_organisation_quota_update", tags=["platform"],
-                   parameters=[ORG_PARAM], request=QuotaValuesSerializer,
-                   description="Platform staff only: set an organisation's limits.",
-                   responses={200: QuotaOutputSerializer, **errors(400, 404)})
+    @extend_schema(
+        operation_id="platform_organisation_quota_update",
+        tags=["platform"],
+        parameters=[ORG_PARAM],
+        request=QuotaValuesSerializer,
+        description="Platform staff only: set an organisation's limits.",
+        responses={200: QuotaOutputSerializer, **errors(400, 404)},
+    )
     def patch(self, request, organisation: str):
         org = self._organisation(organisation)
         data = validate_input(QuotaValuesSerializer, request.data)

@@ -23,8 +23,11 @@ def quota_snapshot(q: Quota) -> dict:
 
 
 def _check_values(values: dict) -> None:
-    bad = {k: ["must be a non-negative integer or null"] for k, v in values.items()
-           if v is not None and (not isinstance(v, int) or v < 0)}
+    bad = {
+        k: ["must be a non-negative integer or null"]
+        for k, v in values.items()
+        if v is not None and (not isinstance(v, int) or v < 0)
+    }
     unknown = {k: ["unknown quota field"] for k in values if k not in QUOTA_FIELDS}
     if bad or unknown:
         raise InvalidRequest("invalid quota values", {**bad, **unknown})
@@ -99,7 +102,10 @@ def quota_create_for_service_account(
         organisation=ctx.organisation, service_account=service_account, **values
     )
     audit_record(
-        ctx=ctx, action="quota.create", object_type="quota", object_id=q.id,
+        ctx=ctx,
+        action="quota.create",
+        object_type="quota",
+        object_id=q.id,
         after=quota_snapshot(q),
     )
     return q
@@ -119,8 +125,12 @@ def quota_update(*, ctx: RequestContext, quota: Quota, values: dict) -> Quota:
         setattr(quota, k, v)
     quota.save()
     audit_record(
-        ctx=ctx, action="quota.update", object_type="quota", object_id=quota.id,
-        before=before, after=quota_snapshot(quota),
+        ctx=ctx,
+        action="quota.update",
+        object_type="quota",
+        object_id=quota.id,
+        before=before,
+        after=quota_snapshot(quota),
     )
     return quota
 
@@ -132,6 +142,4 @@ def quota_delete(*, ctx: RequestContext, quota: Quota) -> None:
     before = quota_snapshot(quota)
     qid = quota.id
     quota.delete()
-    audit_record(
-        ctx=ctx, action="quota.delete", object_type="quota", object_id=qid, before=before
-    )
+    audit_record(ctx=ctx, action="quota.delete", object_type="quota", object_id=qid, before=before)

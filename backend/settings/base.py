@@ -87,6 +87,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "backend.core.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "backend.core.schema.SluiceAutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # Sign-in attempts per client address (brute-force brake); 429 THROTTLED beyond it.
+    "DEFAULT_THROTTLE_RATES": {"login": os.environ.get("SLUICE_LOGIN_RATE", "10/min")},
 }
 
 SPECTACULAR_SETTINGS = {
@@ -110,7 +112,9 @@ SPECTACULAR_SETTINGS = {
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
-CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+CSRF_TRUSTED_ORIGINS = [
+    o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o
+]
 
 # Logs go to stderr; the filter redacts API-key secrets from every record, whatever logs it.
 LOGGING = {
@@ -131,6 +135,8 @@ LOGGING = {
 SLUICE_MAX_REPLICATION_FACTOR = int(os.environ.get("SLUICE_MAX_REPLICATION_FACTOR", "3"))
 SLUICE_DEFAULT_REPLICATION_FACTOR = int(os.environ.get("SLUICE_DEFAULT_REPLICATION_FACTOR", "3"))
 SLUICE_DEFAULT_PARTITIONS = int(os.environ.get("SLUICE_DEFAULT_PARTITIONS", "1"))
+# A hard ceiling per topic, whatever the organisation's partition quota says.
+SLUICE_MAX_PARTITIONS_PER_TOPIC = int(os.environ.get("SLUICE_MAX_PARTITIONS_PER_TOPIC", "10000"))
 # The largest max.message.bytes a tenant may set on a topic.
 SLUICE_MAX_MESSAGE_BYTES = int(os.environ.get("SLUICE_MAX_MESSAGE_BYTES", str(8 * 1024 * 1024)))
 # Whether any signed-in user may create an organisation (else platform staff only).

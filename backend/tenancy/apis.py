@@ -11,6 +11,7 @@ from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from backend.core.exceptions import ApplicationError, NotFound, PermissionDenied
@@ -92,9 +93,7 @@ class CsrfApi(APIView):
     @extend_schema(
         operation_id="auth_csrf",
         tags=["auth"],
-        responses={
-            200: inline_serializer("CsrfToken", {"csrf_token": serializers.CharField()})
-        },
+        responses={200: inline_serializer("CsrfToken", {"csrf_token": serializers.CharField()})},
         description="Sets the csrftoken cookie; send it back as X-CSRFToken on writes.",
     )
     def get(self, request):
@@ -104,6 +103,8 @@ class CsrfApi(APIView):
 class LoginApi(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "login"
 
     class InputSerializer(StrictSerializer):
         username = serializers.CharField(max_length=150)
@@ -113,7 +114,7 @@ class LoginApi(APIView):
         operation_id="auth_login",
         tags=["auth"],
         request=InputSerializer,
-        responses={200: MeOutputSerializer, **errors(400)},
+        responses={200: MeOutputSerializer, **errors(400, 429)},
         description="Console sign-in: starts a session. Needs the CSRF token (GET auth/csrf).",
     )
     def post(self, request):
@@ -128,16 +129,18 @@ class LoginApi(APIView):
 
 
 class LogoutApi(UserAPIView):
-    @extend_schema(operation_id="auth_logout", tags=["auth"], request=None,
-                   responses={204: None, **errors()})
+    @extend_schema(
+        operation_id="auth_logout", tags=["auth"], request=None, responses={204: None, **errors()}
+    )
     def post(self, request):
         logout(request._request)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class MeApi(APIView):
-    @extend_schema(operation_id="auth_me", tags=["auth"],
-                   responses={200: MeOutputSerializer, **errors()})
+    @extend_schema(
+        operation_id="auth_me", tags=["auth"], responses={200: MeOutputSerializer, **errors()}
+    )
     def get(self, request):
         return Response(MeOutputSerializer(me_data(request)).data)
 
@@ -202,14 +205,20 @@ class CurrentOrganisationApi(TenantAPIView):
     class InputSerializer(StrictSerializer):
         name = serializers.CharField(max_length=200)
 
-    @extend_schema(operation_id="organisation_retrieve", tags=["organisations"],
-                   responses={200: OrganisationOutputSerializer, **errors()})
+    @extend_schema(
+        operation_id="organisation_retrieve",
+        tags=["organisations"],
+        responses={200: OrganisationOutputSerializer, **errors()},
+    )
     def get(self, request):
         return Response(OrganisationOutputSerializer(self.organisation).data)
 
-    @extend_schema(operation_id="organisation_update", tags=["organisations"],
-                   request=InputSerializer,
-                   responses={200: OrganisationOutputSerializer, **errors(400)})
+    @extend_schema(
+        operation_id="organisation_update",
+        tags=["organisations"],
+        request=InputSerializer,
+        responses={200: OrganisationOutputSerializer, **errors(400)},
+    )
     def patch(self, request):
         data = validate_input(self.InputSerializer, request.data)
         org = services.organisation_update(ctx=self.ctx, **data)
@@ -232,14 +241,21 @@ class MemberListApi(AdminAPIView):
         username = serializers.CharField(max_length=150)
         role = serializers.ChoiceField(choices=roles.MEMBERSHIP_ROLES)
 
-    @extend_schema(operation_id="members_list", tags=["members"],
-                   responses={200: MemberOutputSerializer(many=True), **errors()})
+    @extend_schema(
+        operation_id="members_list",
+        tags=["members"],
+        responses={200: MemberOutputSerializer(many=True), **errors()},
+    )
     def get(self, request):
         members = selectors.membership_list(organisation=self.organisation)
         return Response(MemberOutputSerializer(members, many=True).data)
 
-    @extend_schema(operation_id="members_create", tags=["members"], request=InputSerializer,
-                   responses={201: MemberOutputSerializer, **errors(400, 404, 409)})
+    @extend_schema(
+        operation_id="members_create",
+        tags=["members"],
+        request=InputSerializer,
+        responses={201: MemberOutputSerializer, **errors(400, 404, 409)},
+    )
     def post(self, request):
         data = validate_input(self.InputSerializer, request.data)
         m = services.membership_create(ctx=self.ctx, **data)
@@ -250,23 +266,35 @@ class MemberDetailApi(AdminAPIView):
     class InputSerializer(StrictSerializer):
         role = serializers.ChoiceField(choices=roles.MEMBERSHIP_ROLES)
 
-    @extend_schema(operation_id="members_retrieve", tags=["members"], parameters=[MEMBER_PARAM],
-                   responses={200: MemberOutputSerializer, **errors(404)})
+    @extend_schema(
+        operation_id="members_retrieve",
+        tags=["members"],
+        parameters=[MEMBER_PARAM],
+        responses={200: MemberOutputSerializer, **errors(404)},
+    )
     def get(self, request, membership_id):
         m = selectors.membership_get(organisation=self.organisation, membership_id=membership_id)
         return Response(MemberOutputSerializer(m).data)
 
-    @extend_schema(operation_id="members_update", tags=["members"], parameters=[MEMBER_PARAM],
-                   request=InputSerializer,
-                   responses={200: MemberOutputSerializer, **errors(400, 404)})
+    @extend_schema(
+        operation_id="members_update",
+        tags=["members"],
+        parameters=[MEMBER_PARAM],
+        request=InputSerializer,
+        responses={200: MemberOutputSerializer, **errors(400, 404)},
+    )
     def patch(self, request, membership_id):
         m = selectors.membership_get(organisation=self.organisation, membership_id=membership_id)
         data = validate_input(self.InputSerializer, request.data)
         m = services.membership_update(ctx=self.ctx, membership=m, **data)
         return Response(MemberOutputSerializer(m).data)
 
-    @extend_schema(operation_id="members_delete", tags=["members"], parameters=[MEMBER_PARAM],
-                   responses={204: None, **errors(400, 404)})
+    @extend_schema(
+        operation_id="members_delete",
+        tags=["members"],
+        parameters=[MEMBER_PARAM],
+        responses={204: None, **errors(400, 404)},
+    )
     def delete(self, request, membership_id):
         m = selectors.membership_get(organisation=self.organisation, membership_id=membership_id)
         services.membership_delete(ctx=self.ctx, membership=m)
@@ -294,15 +322,21 @@ class ServiceAccountListApi(AdminAPIView):
             choices=roles.SERVICE_ACCOUNT_ROLES, required=False, default=roles.MEMBER
         )
 
-    @extend_schema(operation_id="service_accounts_list", tags=["service accounts"],
-                   responses={200: ServiceAccountOutputSerializer(many=True), **errors()})
+    @extend_schema(
+        operation_id="service_accounts_list",
+        tags=["service accounts"],
+        responses={200: ServiceAccountOutputSerializer(many=True), **errors()},
+    )
     def get(self, request):
         accounts = selectors.service_account_list(organisation=self.organisation)
         return Response(ServiceAccountOutputSerializer(accounts, many=True).data)
 
-    @extend_schema(operation_id="service_accounts_create", tags=["service accounts"],
-                   request=InputSerializer,
-                   responses={201: ServiceAccountOutputSerializer, **errors(400, 409)})
+    @extend_schema(
+        operation_id="service_accounts_create",
+        tags=["service accounts"],
+        request=InputSerializer,
+        responses={201: ServiceAccountOutputSerializer, **errors(400, 409)},
+    )
     def post(self, request):
         data = validate_input(self.InputSerializer, request.data)
         sa = services.service_account_create(ctx=self.ctx, **data)
@@ -315,18 +349,25 @@ class ServiceAccountDetailApi(AdminAPIView):
         role = serializers.ChoiceField(choices=roles.SERVICE_ACCOUNT_ROLES, required=False)
         is_active = serializers.BooleanField(required=False)
 
-    @extend_schema(operation_id="service_accounts_retrieve", tags=["service accounts"],
-                   parameters=[SA_PARAM],
-                   responses={200: ServiceAccountOutputSerializer, **errors(404)})
+    @extend_schema(
+        operation_id="service_accounts_retrieve",
+        tags=["service accounts"],
+        parameters=[SA_PARAM],
+        responses={200: ServiceAccountOutputSerializer, **errors(404)},
+    )
     def get(self, request, service_account_id):
         sa = selectors.service_account_get(
             organisation=self.organisation, service_account_id=service_account_id
         )
         return Response(ServiceAccountOutputSerializer(sa).data)
 
-    @extend_schema(operation_id="service_accounts_update", tags=["service accounts"],
-                   parameters=[SA_PARAM], request=InputSerializer,
-                   responses={200: ServiceAccountOutputSerializer, **errors(400, 404)})
+    @extend_schema(
+        operation_id="service_accounts_update",
+        tags=["service accounts"],
+        parameters=[SA_PARAM],
+        request=InputSerializer,
+        responses={200: ServiceAccountOutputSerializer, **errors(400, 404)},
+    )
     def patch(self, request, service_account_id):
         sa = selectors.service_account_get(
             organisation=self.organisation, service_account_id=service_account_id
@@ -335,8 +376,12 @@ class ServiceAccountDetailApi(AdminAPIView):
         sa = services.service_account_update(ctx=self.ctx, service_account=sa, **data)
         return Response(ServiceAccountOutputSerializer(sa).data)
 
-    @extend_schema(operation_id="service_accounts_delete", tags=["service accounts"],
-                   parameters=[SA_PARAM], responses={204: None, **errors(404)})
+    @extend_schema(
+        operation_id="service_accounts_delete",
+        tags=["service accounts"],
+        parameters=[SA_PARAM],
+        responses={204: None, **errors(404)},
+    )
     def delete(self, request, service_account_id):
         sa = selectors.service_account_get(
             organisation=self.organisation, service_account_id=service_account_id

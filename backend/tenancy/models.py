@@ -10,7 +10,7 @@ from backend.tenancy import roles
 
 slug_validator = RegexValidator(
     r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$",
-    "lowercase letters, digits and '-', 1-40 characters, not starting or ending with '-'",
+    "1-40 of a-z, 0-9 and '-', not starting or ending with '-'",
 )
 
 

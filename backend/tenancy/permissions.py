@@ -17,7 +17,6 @@ Platform routes (``PlatformAPIView``) are the only cross-tenant ones; they need 
 
 from __future__ import annotations
 
-
 from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthenticated
 from rest_framework.views import APIView
 

@@ -16,7 +16,12 @@ MEMBER = "member"
 READ_ONLY = "read-only"
 
 RANK = {READ_ONLY: 0, MEMBER: 1, ADMIN: 2, OWNER: 3}
-MEMBERSHIP_ROLES = [(OWNER, "Owner"), (ADMIN, "Admin"), (MEMBER, "Member"), (READ_ONLY, "Read-only")]
+MEMBERSHIP_ROLES = [
+    (OWNER, "Owner"),
+    (ADMIN, "Admin"),
+    (MEMBER, "Member"),
+    (READ_ONLY, "Read-only"),
+]
 # A service account is never an owner: owners are people.
 SERVICE_ACCOUNT_ROLES = [(ADMIN, "Admin"), (MEMBER, "Member"), (READ_ONLY, "Read-only")]
 

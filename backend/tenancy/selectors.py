@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from django.db.models import QuerySet
 
 from backend.core.exceptions import NotFound
 from backend.tenancy.models import Membership, Organisation, ServiceAccount
+
+SLUG = re.compile(r"[a-z0-9-]{1,40}")
 
 
 def _as_uuid(value) -> uuid.UUID | None:
@@ -19,10 +22,13 @@ def _as_uuid(value) -> uuid.UUID | None:
 
 def organisation_lookup(ref: str) -> Organisation | None:
     """An active organisation by id (UUID) or slug; None when there is none."""
-    as_id = _as_uuid(ref)
     qs = Organisation.objects.filter(is_active=True)
-    org = qs.filter(pk=as_id).first() if as_id else None
-    return org or qs.filter(slug=str(ref)).first()
+    as_id = _as_uuid(ref)
+    if as_id is not None:
+        return qs.filter(pk=as_id).first()
+    if not isinstance(ref, str) or not SLUG.fullmatch(ref):
+        return None  # never send arbitrary header bytes to the database
+    return qs.filter(slug=ref).first()
 
 
 def membership_list_for_user(*, user) -> QuerySet[Membership]:

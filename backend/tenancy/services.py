@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
@@ -41,9 +43,7 @@ def organisation_create(*, ctx: RequestContext, slug: str, name: str, owner) -> 
     org.full_clean()
     org.save()
     Membership.objects.create(organisation=org, user=owner, role=roles.OWNER)
-    ctx = RequestContext(
-        organisation=org, role=roles.OWNER, user=ctx.user, ip=ctx.ip, user_agent=ctx.user_agent
-    ) if ctx.user is not None else RequestContext.system(org)
+    ctx = replace(ctx, organisation=org, role=ctx.role or roles.OWNER)
     audit_record(
         ctx=ctx,
         action="organisation.create",
@@ -111,7 +111,9 @@ def membership_update(*, ctx: RequestContext, membership: Membership, role: str)
     if membership.role == roles.OWNER:
         _check_can_grant(ctx, roles.OWNER)
         if role != roles.OWNER and _owner_count(ctx.organisation) <= 1:
-            raise InvalidRequest("an organisation keeps at least one owner", {"role": ["last owner"]})
+            raise InvalidRequest(
+                "an organisation keeps at least one owner", {"role": ["last owner"]}
+            )
     before = membership_snapshot(membership)
     membership.role = role
     membership.save(update_fields=["role"])

@@ -7,7 +7,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from backend.core.schema import errors
-from backend.core.serializers import StrictSerializer, validate_input
+from backend.core.serializers import StrictCharField, StrictSerializer, validate_input
 from backend.tenancy.permissions import TenantAPIView
 from backend.topics import selectors, services
 from backend.topics.configs import effective_configs
@@ -62,7 +62,11 @@ class TopicListApi(TenantAPIView):
         prefix = serializers.CharField(required=False, max_length=249)
 
     class InputSerializer(StrictSerializer):
-        name = serializers.CharField(max_length=249, trim_whitespace=False)
+        name = StrictCharField(
+            max_length=1000,
+            trim_whitespace=False,
+            help_text="Kafka's rules: 1-249 of [a-zA-Z0-9._-]",
+        )
         partitions = serializers.IntegerField(
             required=False, min_value=-(2**31), max_value=2**31 - 1
         )

@@ -76,8 +76,8 @@ def topic_create(
     errors: dict[str, list[str]] = {}
     if name_errors := topic_name_errors(name):
         errors["name"] = name_errors
-    if partitions < 1:
-        errors["partitions"] = ["must be at least 1"]
+    if not 1 <= partitions <= settings.SLUICE_MAX_PARTITIONS_PER_TOPIC:
+        errors["partitions"] = [f"must be between 1 and {settings.SLUICE_MAX_PARTITIONS_PER_TOPIC}"]
     if not 1 <= replication_factor <= _max_rf():
         errors["replication_factor"] = [
             f"must be between 1 and {_max_rf()} (the number of brokers available)"
@@ -167,6 +167,11 @@ def topic_add_partitions(
         raise InvalidConfig(
             "partitions can only be added",
             {"partitions": [f"must be greater than the current {topic.partitions}"]},
+        )
+    if partitions > settings.SLUICE_MAX_PARTITIONS_PER_TOPIC:
+        raise InvalidConfig(
+            "too many partitions",
+            {"partitions": [f"at most {settings.SLUICE_MAX_PARTITIONS_PER_TOPIC} per topic"]},
         )
     _lock_organisation(ctx.organisation)
     _check_quota(ctx.organisation, new_topics=0, new_partitions=partitions - topic.partitions)

@@ -46,6 +46,7 @@ class ProducerBatch:
         "_callbacks",
         "_event",
         "_future",
+        "_lock",
         "attempts",
         "base_offset",
         "base_sequence",
@@ -61,7 +62,10 @@ class ProducerBatch:
         "topic",
     )
 
-    def __init__(self, topic: str, partition: int, created: float, sync: bool) -> None:
+    def __init__(
+        self, topic: str, partition: int, created: float, sync: bool, lock: threading.Lock
+    ) -> None:
+        self._lock = lock  # the producer's: guards done/_callbacks against other threads
         self.topic = topic
         self.partition = partition
         self.created = created
@@ -94,31 +98,35 @@ class ProducerBatch:
         self._finish(-1, -1, error)
 
     def _finish(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
-        if self.done:
-            return
-        self.base_offset = base_offset
-        self.log_append_time = log_append_time
-        self.error = error
-        self.done = True
+        with self._lock:
+            if self.done:
+                return
+            self.base_offset = base_offset
+            self.log_append_time = log_append_time
+            self.error = error
+            self.done = True
+            callbacks = self._callbacks
+            self._callbacks = None
         future = self._future
         if future is not None and not future.done():
             future.set_result(None)
         if self._event is not None:
             self._event.set()
-        callbacks = self._callbacks
         if callbacks:
-            self._callbacks = None
             for index, fn in callbacks:
                 _run_callback(fn, self, index)
 
     def add_callback(self, index: int, fn: Callable) -> None:
-        """``fn(error, metadata)`` once the record at ``index`` is delivered or failed."""
-        if self.done:
-            _run_callback(fn, self, index)
-        elif self._callbacks is None:
-            self._callbacks = [(index, fn)]
-        else:
-            self._callbacks.append((index, fn))
+        """``fn(error, metadata)`` once the record at ``index`` is delivered or failed (at
+        once, in this thread, if it already is). Never call with the producer's lock held."""
+        with self._lock:
+            if not self.done:
+                if self._callbacks is None:
+                    self._callbacks = [(index, fn)]
+                else:
+                    self._callbacks.append((index, fn))
+                return
+        _run_callback(fn, self, index)
 
     async def wait(self) -> None:
         if self.done:
@@ -202,7 +210,6 @@ class PartitionQueue:
     and the idempotence sequence. One request in flight per partition keeps order."""
 
     __slots__ = (
-        "backoff_until",
         "in_flight",
         "next_sequence",
         "open",
@@ -220,4 +227,3 @@ class PartitionQueue:
         self.in_flight = False
         self.next_sequence = 0
         self.producer_id = -1
-        self.backoff_until = 0.0

@@ -342,11 +342,9 @@ class AsyncConsumer:
         for i in range(count):
             state = states[(start + i) % count]
             if state.error is not None and not state.buffer:
-                error, state.error = state.error, None
                 if out:
-                    state.error = error  # raise it on the next poll, after these records
-                    break
-                raise error
+                    break  # return these records; the error comes on the next poll
+                raise state.error
             buffer = state.buffer
             if not buffer:
                 continue
@@ -448,6 +446,14 @@ class AsyncConsumer:
                 log.info("consumer: metadata refresh failed: %s", exc)
 
     async def _fetch_loop(self, state: _PartitionState) -> None:
+        try:
+            await self._fetch(state)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # e.g. the reset after OFFSET_OUT_OF_RANGE failed
+            self._fail(state, exc)
+
+    async def _fetch(self, state: _PartitionState) -> None:
         tp = state.tp
         attempt = 0
         params = {
@@ -473,8 +479,7 @@ class AsyncConsumer:
             except BrokerError as exc:
                 if exc.error_code == "OFFSET_OUT_OF_RANGE":
                     if self.auto_offset_reset == "none":
-                        state.error = exc
-                        self._data.set()
+                        self._fail(state, exc)
                         return
                     log.info(
                         "consumer: %s-%s offset %s out of range; resetting to %s",
@@ -488,24 +493,21 @@ class AsyncConsumer:
                     if not state.buffer:
                         state.position = result.offset
                     continue
-                attempt += 1
-                if not exc.retriable or attempt > 10:
-                    state.error = exc
-                    self._data.set()
+                if not exc.retriable:
+                    self._fail(state, exc)
                     return
+                attempt += 1
+                self._log_retry(tp, attempt, exc)
                 await self._backoff(attempt, refresh=True)
                 continue
             except (BrokerConnectionError, ClientTimeoutError) as exc:
+                # Like Kafka's consumer: keep trying (a broker restart, a leader move).
                 attempt += 1
-                if attempt > 10:
-                    state.error = exc
-                    self._data.set()
-                    return
+                self._log_retry(tp, attempt, exc)
                 await self._backoff(attempt, refresh=True)
                 continue
             except SluiceError as exc:
-                state.error = exc
-                self._data.set()
+                self._fail(state, exc)
                 return
             headers = response.headers
             hw = headers.get("Sluice-High-Watermark")
@@ -519,11 +521,20 @@ class AsyncConsumer:
                 try:
                     added = self._add_records(state, body)
                 except SluiceError as exc:
-                    state.error = exc
-                    self._data.set()
+                    self._fail(state, exc)
                     return
                 if added:
                     self._data.set()
+
+    def _fail(self, state: _PartitionState, error: BaseException) -> None:
+        """Stop fetching ``state``'s partition; ``poll`` raises ``error`` until a seek."""
+        state.error = error
+        self._data.set()
+
+    @staticmethod
+    def _log_retry(tp: TopicPartition, attempt: int, error: BaseException) -> None:
+        level = logging.WARNING if attempt in (3, 10) or attempt % 50 == 0 else logging.DEBUG
+        log.log(level, "consumer: fetch %s-%s failed (attempt %d): %s", *tp, attempt, error)
 
     def _add_records(self, state: _PartitionState, body: bytes) -> int:
         tp = state.tp

@@ -40,7 +40,7 @@ from brokernodes.client.accumulator import (
     RecordFuture,
     RecordMetadata,
 )
-from brokernodes.client.http import BATCH_CONTENT_TYPE, HttpTransport
+from brokernodes.client.http import BATCH_CONTENT_TYPE, HttpTransport, normalize_url
 from brokernodes.client.metadata import ClusterMetadata, bootstrap_urls, fetch_metadata
 from brokernodes.client.partitioner import StickyPartitioner, murmur2
 from brokernodes.errors import (
@@ -63,6 +63,7 @@ PRODUCER_IDS_PATH = "/sluice/v1/producer-ids"
 MAX_BATCHES_PER_REQUEST = 5  # the broker's dedup window per producer and partition
 MAX_SEQUENCE = (1 << 31) - 1
 KEY_CACHE_SIZE = 65536
+GIL_YIELD_EVERY = 1023  # Producer.send yields the GIL once per 1024 records (a mask)
 FATAL_SEQUENCE_CODES = frozenset({"OUT_OF_ORDER_SEQUENCE_NUMBER", "INVALID_PRODUCER_EPOCH"})
 SPLIT_CODES = frozenset({"REQUEST_TOO_LARGE", "MESSAGE_TOO_LARGE"})
 
@@ -417,7 +418,9 @@ class AsyncProducer:
             else:
                 batch = None
             if batch is None:
-                batch = queue.open = ProducerBatch(topic, partition, time.monotonic(), self._sync)
+                batch = queue.open = ProducerBatch(
+                    topic, partition, time.monotonic(), self._sync, self._lock
+                )
                 self._incomplete.add(batch)
                 self._queues_with_data.add(queue)
                 self._wake()
@@ -533,7 +536,7 @@ class AsyncProducer:
 
     def _drain(self, now: float) -> float | None:
         """Start a request for every partition with something to send and nothing in flight.
-        Returns when the sender must look again (a linger or backoff deadline), or None."""
+        Returns when the sender must look again (the first linger deadline), or None."""
         next_deadline: float | None = None
         linger = self.linger_s
         flushing = self._flushing > 0
@@ -550,10 +553,6 @@ class AsyncProducer:
                 if queue.in_flight or not queue.sealed:
                     if queue.open is None and not queue.sealed and not queue.in_flight:
                         self._queues_with_data.discard(queue)
-                    continue
-                if queue.backoff_until > now:
-                    if next_deadline is None or queue.backoff_until < next_deadline:
-                        next_deadline = queue.backoff_until
                     continue
                 batches = [queue.sealed.popleft()]
                 size = batches[0].size
@@ -633,13 +632,15 @@ class AsyncProducer:
         params = {"acks": self.acks}
         deadline = min(b.created for b in batches) + self.delivery_timeout_s
         attempt = 0
+        hinted_leader: str | None = None  # from a NOT_LEADER_OR_FOLLOWER answer's leader_url
         while True:
             attempt += 1
             for batch in batches:
                 batch.attempts = attempt
-            leader = (
+            leader = hinted_leader or (
                 self._metadata.leader_url(queue.topic, queue.partition) if self._metadata else None
             )
+            hinted_leader = None
             try:
                 if leader is None:
                     raise BrokerError(
@@ -686,6 +687,10 @@ class AsyncProducer:
                     attempt,
                     exc,
                 )
+                if code == "NOT_LEADER_OR_FOLLOWER" and isinstance(exc, BrokerError):
+                    hint = exc.details.get("leader_url")
+                    if isinstance(hint, str) and hint and normalize_url(hint) != leader:
+                        hinted_leader = normalize_url(hint)
                 if code in (
                     "NOT_LEADER_OR_FOLLOWER",
                     "UNKNOWN_TOPIC_OR_PARTITION",
@@ -835,6 +840,7 @@ class Producer:
             self._thread.stop()
             raise
         self._closed = False
+        self._sends = 0
 
     def __enter__(self) -> Producer:
         return self
@@ -859,6 +865,11 @@ class Producer:
         """Queue one record; see ``AsyncProducer.send``. Callbacks run on the producer's
         thread, so keep them short."""
         producer = self._producer
+        self._sends += 1
+        if not self._sends & GIL_YIELD_EVERY:
+            # Let the sender thread run now: a caller in a tight loop would otherwise hold
+            # the GIL for whole switch intervals (5 ms) while answers wait to be read.
+            time.sleep(0)
         if topic not in producer._topics and not self._closed:
             self._thread.run(producer._refresh_metadata(), self.max_block_s)
             if topic not in producer._topics:

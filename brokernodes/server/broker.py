@@ -110,7 +110,7 @@ class Broker:
         return self._sticky[topic.name].partition(None, n, led or None)
 
     async def produce_entries(
-        self, topic_name: str, entries: Sequence[ProduceEntry]
+        self, topic_name: str, entries: Sequence[ProduceEntry], *, acks: int = 1
     ) -> list[EntryResult]:
         """Append JSON-produced records: one batch (one append) per partition, partitions
         in parallel. Errors are per partition; nothing raises except a bad topic."""
@@ -127,7 +127,7 @@ class Broker:
                 continue
             by_partition[result.partition].append(result)
         await asyncio.gather(
-            *(self._append_entries(topic_name, p, rs) for p, rs in by_partition.items())
+            *(self._append_entries(topic_name, p, rs, acks) for p, rs in by_partition.items())
         )
         sticky = self._sticky.get(topic_name)
         if sticky is not None and sticky.sticky_partition is not None:
@@ -135,7 +135,9 @@ class Broker:
             sticky.on_new_batch(sticky.sticky_partition, len(topic.partitions), led or None)
         return results
 
-    async def _append_entries(self, topic: str, partition: int, results: list[EntryResult]) -> None:
+    async def _append_entries(
+        self, topic: str, partition: int, results: list[EntryResult], acks: int
+    ) -> None:
         now = int(time.time() * 1000)
         records = []
         for r in results:
@@ -144,7 +146,7 @@ class Broker:
             records.append(Record(r.timestamp, e.key, e.value, e.headers))
         try:
             batch = bytearray(encode_batch(records))
-            appended = await self.replicas.append(topic, partition, batch)
+            appended = await self.replicas.append(topic, partition, batch, acks=acks)
         except SluiceError as e:
             for r in results:
                 r.error = e

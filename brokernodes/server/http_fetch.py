@@ -32,6 +32,13 @@ BINARY = "application/vnd.kafka.recordbatch.v2"
 DEFAULT_MAX_BYTES = 1024 * 1024
 DEFAULT_MAX_RECORDS = 500
 MAX_RECORDS = 10_000
+MAX_DECODED_BYTES = 256 * 1024 * 1024  # a compressed batch may not expand beyond this
+
+
+def _is_tls(request: web.BaseRequest) -> bool:
+    """sendfile bypasses the transport, so it cannot serve a TLS connection."""
+    transport = request.transport
+    return transport is not None and transport.get_extra_info("sslcontext") is not None
 
 
 def add_routes(app: web.Application, broker: Broker) -> None:
@@ -93,7 +100,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             await resp.prepare(request)
             if total:
                 try:
-                    if zero_copy:
+                    if zero_copy and not _is_tls(request):
                         await send_zero_copy(request, opened)
                     else:
                         await send_copy(resp, opened)
@@ -129,7 +136,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         next_offset = offset
         pos = 0
         while pos < len(raw) and len(records_out) < max_records:
-            batch = decode_batch(raw, pos, verify_crc=False)
+            batch = decode_batch(raw, pos, verify_crc=False, max_records_bytes=MAX_DECODED_BYTES)
             h = batch.header
             pos += h.size
             if h.is_control:
@@ -162,6 +169,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         return json_response({"offset": found.offset, "timestamp": found.timestamp})
 
     base = "/sluice/v1/topics/{topic}/partitions/{partition}"
-    app.router.add_get(base + "/batches", fetch_batches, name="fetch_binary")
+    # No HEAD: the zero-copy path writes the body past aiohttp, which would not skip it.
+    app.router.add_get(base + "/batches", fetch_batches, name="fetch_binary", allow_head=False)
     app.router.add_get(base + "/records", fetch_records, name="fetch_json")
     app.router.add_get(base + "/offsets", list_offsets, name="list_offsets")

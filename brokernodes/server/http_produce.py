@@ -6,11 +6,12 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from brokernodes.errors import InvalidRequestError
+from brokernodes.errors import InvalidRequestError, RequestTooLargeError
 from brokernodes.server.body import read_body
 from brokernodes.server.http_util import (
     auth_header,
     check_cluster,
+    error_response,
     json_response,
     topic_partition,
 )
@@ -35,6 +36,24 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             request, max_bytes=config.max_request_bytes, timeout=config.body_timeout_s
         )
 
+    async def expect_handler(request: web.Request) -> web.Response | None:
+        """``Expect: 100-continue``: refuse an oversize body before the client sends it."""
+        length = request.content_length
+        if length is not None and length > config.max_request_bytes:
+            return error_response(
+                RequestTooLargeError(
+                    f"request body of {length} bytes is over this broker's limit of "
+                    f"{config.max_request_bytes} bytes; send smaller requests"
+                )
+            )
+        if request.headers.get("Expect", "").lower() != "100-continue":
+            return error_response(
+                InvalidRequestError("the only Expect value understood is 100-continue")
+            )
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0
+        return None
+
     async def produce_record(request: web.Request) -> web.Response:
         check_cluster(broker, request)
         topic = request.match_info["topic"]
@@ -42,7 +61,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         acks = acks_param(request.query)
         broker.image.topic(topic)  # 404 before reading the body
         entry = parse_entry(parse_json(await body_of(request)))
-        (result,) = await broker.produce_entries(topic, [entry])
+        (result,) = await broker.produce_entries(topic, [entry], acks=acks)
         if result.error is not None:
             raise result.error
         if acks == 0:
@@ -63,10 +82,10 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         check_cluster(broker, request)
         topic = request.match_info["topic"]
         broker.authorize(auth_header(request), "WRITE", "topic", topic)
-        acks_param(request.query)
+        acks = acks_param(request.query)
         broker.image.topic(topic)
         good, bad = parse_batch(parse_json(await body_of(request)))
-        results = await broker.produce_entries(topic, good)
+        results = await broker.produce_entries(topic, good, acks=acks)
         successes = []
         failures = [
             {"id": entry_id, "error_code": e.error_code, "message": e.message}
@@ -98,7 +117,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             raise InvalidRequestError(
                 "body: empty; send one or more RecordBatch v2 batches back to back"
             )
-        result = await partition.append_as_leader(body)
+        result = await partition.append_as_leader(body, acks=acks)
         if not result.duplicate:
             broker.metrics.record_in(topic, result.bytes, result.record_count)
         if acks == 0:
@@ -115,10 +134,17 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         )
 
     base = "/v3/clusters/{cluster}/topics/{topic}"
-    app.router.add_post(base + "/records", produce_record, name="produce_json")
-    app.router.add_post(base + "/records:batch", produce_batch, name="produce_json_batch")
-    app.router.add_post(
+    add = app.router.add_post
+    add(base + "/records", produce_record, name="produce_json", expect_handler=expect_handler)
+    add(
+        base + "/records:batch",
+        produce_batch,
+        name="produce_json_batch",
+        expect_handler=expect_handler,
+    )
+    add(
         "/sluice/v1/topics/{topic}/partitions/{partition}/batches",
         produce_batches,
         name="produce_binary",
+        expect_handler=expect_handler,
     )

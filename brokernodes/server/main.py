@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 
+import prometheus_client
 from aiohttp import web
 
 from brokernodes.server.broker import Broker
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     tune_malloc()
+    prometheus_client.disable_created_metrics()  # one broker per process: no *_created noise
     loop_factory = None
     if config.loop == "uvloop":
         import uvloop

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from dataclasses import dataclass
 
-from brokernodes.errors import InvalidRecordError
+from brokernodes.errors import InvalidRecordError, RequestTimedOutError
 from brokernodes.records.batch import decode_batch
 from brokernodes.records.header import BatchHeader, iter_batches
 from brokernodes.server.metadata import PartitionInfo
@@ -32,6 +33,9 @@ from brokernodes.storage.log import AppendInfo, FetchData, PartitionLog
 from brokernodes.storage.producer_state import ProducerStateManager
 
 logger = logging.getLogger("sluice.broker.partition")
+
+ROLL_MARGIN_MS = 1000
+THREAD_APPEND_BYTES = int(os.environ.get("SLUICE_THREAD_APPEND_BYTES", 4 * 1024 * 1024))
 
 
 @dataclass(slots=True)
@@ -136,13 +140,24 @@ class Partition:
 
     # --- append ------------------------------------------------------------------------
 
-    def _may_block(self, nbytes: int) -> bool:
-        """Could this append fsync (flush policy) or roll a segment (which fsyncs)?"""
+    def _may_block(self, nbytes: int, headers: list[BatchHeader]) -> bool:
+        """Could this append fsync (flush policy), roll a segment (which fsyncs the old
+        one), or copy so much into the page cache that the loop would stall?"""
+        if nbytes >= THREAD_APPEND_BYTES:
+            return True
         c = self.log.config
         if c.flush_messages != MAX_LONG or c.flush_ms != MAX_LONG:
             return True
         active = self.log.segments.last
-        return active is not None and active.size + nbytes > c.segment_bytes
+        if active is None or active.size == 0:
+            return False
+        if active.size + nbytes > c.segment_bytes:
+            return True
+        # segment.ms: measured from the first batch's timestamp (or creation), as the log does
+        rolling = active.rolling_timestamp
+        newest = max(h.max_timestamp for h in headers)
+        waited = newest - rolling if rolling >= 0 else int(time.time() * 1000) - active.created_ms
+        return waited + ROLL_MARGIN_MS > c.segment_ms
 
     def _check_compacted(self, buf: bytearray, headers: list[BatchHeader]) -> None:
         """Compacted topics refuse keyless records (Kafka decodes these batches too)."""
@@ -156,7 +171,9 @@ class Partition:
                         f"at byte {h.position} has none"
                     )
 
-    async def append_as_leader(self, buf: bytearray) -> AppendResult:
+    async def append_as_leader(
+        self, buf: bytearray, *, acks: int = 1, timeout: float = 30.0
+    ) -> AppendResult:
         """Validate, deduplicate and append a request's batches; advance the HW.
 
         ``buf`` is rewritten in place (base offsets, leader epoch). Raises the storage and
@@ -185,13 +202,15 @@ class Partition:
                         0,
                         duplicate=True,
                     )
-            if self._may_block(len(buf)):
+            if self._may_block(len(buf), headers):
                 info = await asyncio.to_thread(self.log.append, buf, leader_epoch=self.leader_epoch)
             else:
                 info = self.log.append(buf, leader_epoch=self.leader_epoch)
             if idempotent:
                 self._update_producer_state(headers, info)
         self.maybe_advance_high_watermark()
+        if acks == -1:
+            await self.wait_for_high_watermark(info.last_offset + 1, timeout)
         return AppendResult(
             info.first_offset,
             info.last_offset,
@@ -231,6 +250,20 @@ class Partition:
         if fut is None:
             fut = self._data_arrived = asyncio.get_running_loop().create_future()
         await asyncio.wait((fut,), timeout=timeout)
+
+    async def wait_for_high_watermark(self, offset: int, timeout: float) -> None:
+        """acks=all: wait until the HW reaches ``offset`` (every ISR member has the
+        append). Immediate with one replica."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.log.high_watermark < offset:
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self.closed:
+                raise RequestTimedOutError(
+                    f"{self.topic}-{self.partition}: the in-sync replicas did not confirm "
+                    f"offset {offset - 1} within {timeout:g} s (acks=all)"
+                )
+            await self.wait_for_data(remaining)
 
     def wake_all(self) -> None:
         """Release every waiting fetch (shutdown)."""

@@ -115,8 +115,10 @@ class ReplicaManager:
 
     # --- produce -----------------------------------------------------------------------
 
-    async def append(self, topic: str, partition: int, buf: bytearray) -> AppendResult:
-        return await self.get_partition(topic, partition).append_as_leader(buf)
+    async def append(
+        self, topic: str, partition: int, buf: bytearray, *, acks: int = 1
+    ) -> AppendResult:
+        return await self.get_partition(topic, partition).append_as_leader(buf, acks=acks)
 
     # --- fetch -------------------------------------------------------------------------
 
@@ -177,9 +179,11 @@ class ReplicaManager:
 
     async def _housekeeping_pass(self) -> None:
         """Retention (delete) and compaction, one partition at a time in a thread."""
+        now_ms = int(time.time() * 1000)
         for p in list(self.partitions.values()):
             if p.closed:
                 return
+            p.producer_state.remove_expired_producers(now_ms)
             started = time.monotonic()
             config = p.log.config
             if config.delete_enabled:

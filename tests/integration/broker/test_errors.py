@@ -118,6 +118,7 @@ def test_unknown_topic_partition_cluster_route_method(module_broker):
     assert (status, err["error_code"]) == (404, "NOT_FOUND")
     status, err = b.json("DELETE", "/sluice/v1/topics/events/partitions/0/batches")
     assert (status, err["error_code"]) == (405, "METHOD_NOT_ALLOWED")
+    assert produce_binary(b, "events", 0, batch([b"all"]), acks="all")[0] == 200
     status, err = produce_binary(b, "events", 0, batch([b"x"]), acks="2")
     assert (status, err["error_code"]) == (400, "INVALID_REQUEST")
 
@@ -240,3 +241,30 @@ def test_request_too_large_and_slow_clients_do_not_hurt_others(broker_factory):
     values = [v for _, v in fetch_all_values(b, "events", 0)]
     assert values == [b"fast%d" % i for i in range(5)]  # nothing of the slow one
     assert b.json("GET", "/readyz", auth=False)[0] == 200
+
+
+def test_expect_continue_refuses_oversize_before_the_body(broker_factory):
+    b = broker_factory(extra_args=["--max-request-bytes", "1000"])
+    with socket.create_connection(("127.0.0.1", b.port), timeout=5) as s:
+        s.sendall(
+            (
+                "POST /sluice/v1/topics/events/partitions/0/batches HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: Bearer {b.api_key}\r\nContent-Length: 5000\r\n"
+                "Expect: 100-continue\r\n\r\n"
+            ).encode()
+        )
+        resp = s.recv(65536)
+    assert status_of(resp) == 413 and b"REQUEST_TOO_LARGE" in resp
+    body = batch([b"ok"])
+    with socket.create_connection(("127.0.0.1", b.port), timeout=5) as s:
+        s.sendall(
+            (
+                "POST /sluice/v1/topics/events/partitions/0/batches HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: Bearer {b.api_key}\r\nContent-Length: {len(body)}\r\n"
+                "Expect: 100-continue\r\n\r\n"
+            ).encode()
+        )
+        assert s.recv(65536).startswith(b"HTTP/1.1 100 Continue")
+        s.sendall(body)
+        resp = s.recv(65536)
+    assert status_of(resp) == 200

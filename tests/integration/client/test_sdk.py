@@ -188,7 +188,7 @@ def test_consumer_seeks_to_beginning_end_and_timestamp(client_broker):
             await c.seek_to_beginning(tp)
             first = (await c.poll(2.0))[0]
             await c.seek_to_timestamp(1_000_000 + 1000 * 30, tp)
-            at_30 = [r for r in await c.poll(2.0) if r.timestamp >= 1_030_000][0]
+            at_30 = next(r for r in await c.poll(2.0) if r.timestamp >= 1_030_000)
             times = await c.offsets_for_times({tp: 1_000_000 + 1000 * 30})
             c.seek(tp, 42)
             at_42 = (await c.poll(2.0))[0]
@@ -298,3 +298,23 @@ def test_bad_api_key_is_unauthenticated(client_broker):
 
     error = run(main())
     assert error.error_code == "UNAUTHENTICATED" and error.status == 401
+
+
+def test_admin_describes_topics_and_lists_offsets(client_broker):
+    from brokernodes.client import Admin
+    from brokernodes.errors import SluiceError
+
+    with Producer(client_broker.url, client_broker.api_key) as p:
+        for i in range(3):
+            p.send("idem-sync", b"%d" % i, partition=0)
+        p.flush(timeout=10)
+    with Admin(client_broker.url, client_broker.api_key) as admin:
+        cluster = admin.describe_cluster()
+        topic = admin.describe_topic("idem-sync")
+        offsets = admin.list_offsets({("idem-sync", 0): "latest", ("idem-sync", 1): "earliest"})
+        with pytest.raises(SluiceError, match="control plane"):
+            admin.create_topic("new", 3)
+    assert cluster.cluster_id == client_broker.cluster_id
+    assert topic.num_partitions == 2
+    assert "keyed" in {t.name for t in cluster.topics.values()}
+    assert offsets[TopicPartition("idem-sync", 0)].offset == 3

@@ -41,6 +41,7 @@ class Request:
     path: str
     params: dict
     body: bytes | None
+    host: str = "fake:9092"
 
 
 class FakeTransport:
@@ -75,9 +76,10 @@ class FakeTransport:
         content_type: str | None = None,
         timeout_s: float | None = None,
     ) -> HttpResponse:
-        assert url.startswith(URL), url
-        path = url[len(URL) :]
-        request = Request(method, path, dict(params or {}), body)
+        assert url.startswith("http://fake"), url
+        host, _, rest = url[len("http://") :].partition("/")
+        path = "/" + rest
+        request = Request(method, path, dict(params or {}), body, host)
         self.requests.append(request)
         if self.latency_s:
             await asyncio.sleep(self.latency_s)

@@ -14,6 +14,7 @@ from brokernodes.errors import (
     BrokerConnectionError,
     BrokerError,
     BufferFullError,
+    ClientClosedError,
     ClientTimeoutError,
     UnknownTopicError,
 )
@@ -386,3 +387,68 @@ def test_sync_producer_sends_from_threads():
     assert len(metas) == 800
     assert len({(m.partition, m.offset) for m in metas}) == 800
     assert sum(len(fake.records("t", i)) for i in range(3)) == 800
+
+
+def test_sync_send_blocks_on_a_full_buffer_then_goes_on():
+    fake = FakeTransport({"t": 1}, latency_s=0.01)
+    p = Producer(URL, transport=fake, buffer_memory=1000, linger_ms=0, max_block_ms=5000)
+    try:
+        futures = [p.send("t", b"m" * 100) for _ in range(60)]  # ~7x the buffer
+        assert [f.result(timeout=5).offset for f in futures] == list(range(60))
+    finally:
+        p.close()
+    with pytest.raises(BufferFullError, match="max_block_ms"):
+        blocked = Producer(
+            URL,
+            transport=FakeTransport({"t": 1}, latency_s=0.5),
+            buffer_memory=200,
+            linger_ms=0,
+            max_block_ms=100,
+        )
+        try:
+            for _ in range(20):
+                blocked.send("t", b"m" * 100)
+        finally:
+            blocked.close(timeout=0.1)
+
+
+def test_close_fails_what_cannot_be_delivered():
+    fake = FakeTransport({"t": 1})
+
+    def down(request):
+        if request.path.endswith("/batches"):
+            raise BrokerConnectionError("refused (injected)")
+
+    fake.hooks.append(down)
+
+    async def main():
+        p = producer(fake, retry_backoff_ms=50)
+        await p.start()
+        future = p.send("t", b"v")
+        await p.close(timeout=0.2)
+        return await asyncio.gather(future, return_exceptions=True)
+
+    (result,) = run(main())
+    assert isinstance(result, ClientClosedError | ClientTimeoutError)
+
+
+def test_not_leader_with_a_leader_url_goes_there_next():
+    fake = FakeTransport({"t": 1})
+
+    def redirect(request):
+        if request.path.endswith("/batches") and request.host == "fake:9092":
+            raise BrokerError(
+                "NOT_LEADER_OR_FOLLOWER",
+                "broker 2 leads t-0",
+                status=421,
+                details={"leader_id": 2, "leader_url": "http://fake2:9092/"},
+            )
+
+    fake.hooks.append(redirect)
+
+    async def main():
+        async with producer(fake) as p:
+            return await p.send("t", b"v")
+
+    assert run(main()).offset == 0
+    assert [r.host for r in fake.produce_requests()] == ["fake:9092", "fake2:9092"]

@@ -51,7 +51,9 @@ class Tenant:
 def make_tenant(slug: str) -> Tenant:
     User = get_user_model()
     owner = User.objects.create_user(username=f"{slug}-owner", password="pw-" + slug)
-    org = organisation_create(ctx=RequestContext.system(), slug=slug, name=slug.upper(), owner=owner)
+    org = organisation_create(
+        ctx=RequestContext.system(), slug=slug, name=slug.upper(), owner=owner
+    )
     t = Tenant(org=org)
     t.users[roles.OWNER] = owner
     t.memberships[roles.OWNER] = Membership.objects.get(organisation=org, user=owner)
@@ -64,13 +66,21 @@ def make_tenant(slug: str) -> Tenant:
         t.accounts[role] = sa
         t.keys[role] = api_key_create(ctx=ctx, service_account=sa)
     t.topic = topic_create(
-        ctx=ctx, name=f"{slug}-orders", partitions=3, replication_factor=1,
+        ctx=ctx,
+        name=f"{slug}-orders",
+        partitions=3,
+        replication_factor=1,
         configs={"retention.ms": "3600000"},
     )
     t.acl = acl_create(
-        ctx=ctx, principal=t.accounts[roles.MEMBER].principal, host="*",
-        resource_type="TOPIC", resource_name=f"{slug}-", pattern_type="PREFIXED",
-        operation="READ", permission="ALLOW",
+        ctx=ctx,
+        principal=t.accounts[roles.MEMBER].principal,
+        host="*",
+        resource_type="TOPIC",
+        resource_name=f"{slug}-",
+        pattern_type="PREFIXED",
+        operation="READ",
+        permission="ALLOW",
     )
     t.org_quota = quota_for_organisation(organisation=org)
     t.sa_quota = quota_create_for_service_account(

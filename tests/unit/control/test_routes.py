@@ -68,15 +68,22 @@ ROUTES: dict[str, Route] = {
         detail=True,
     ),
     "organisations": Route(
-        USER, ("GET", "POST"), _u("organisations"),
+        USER,
+        ("GET", "POST"),
+        _u("organisations"),
         body=lambda w, m: {"slug": "charlie", "name": "C"},
     ),
     "organisation": Route(
-        TENANT, ("GET", "PATCH"), _u("organisation"), body=lambda w, m: {"name": "renamed"},
+        TENANT,
+        ("GET", "PATCH"),
+        _u("organisation"),
+        body=lambda w, m: {"name": "renamed"},
         write_role=roles.ADMIN,
     ),
     "members": Route(
-        ADMIN, ("GET", "POST"), _u("members"),
+        ADMIN,
+        ("GET", "POST"),
+        _u("members"),
         body=lambda w, m: {"username": "platform-staff", "role": "member"},
     ),
     "member-detail": Route(
@@ -111,7 +118,9 @@ ROUTES: dict[str, Route] = {
         detail=True,
     ),
     "topics": Route(
-        TENANT, ("GET", "POST"), _u("topics"),
+        TENANT,
+        ("GET", "POST"),
+        _u("topics"),
         body=lambda w, m: {"name": "fresh-topic", "partitions": 1, "replication_factor": 1},
     ),
     "topic-detail": Route(
@@ -133,7 +142,9 @@ ROUTES: dict[str, Route] = {
         ("GET", "POST"),
         _u("acls"),
         body=lambda w, m: {
-            "principal": "User:x", "resource_type": "TOPIC", "resource_name": "t",
+            "principal": "User:x",
+            "resource_type": "TOPIC",
+            "resource_name": "t",
             "operation": "READ",
         },
     ),
@@ -145,7 +156,8 @@ ROUTES: dict[str, Route] = {
         ("GET", "POST"),
         _u("quotas"),
         body=lambda w, m: {
-            "service_account_id": str(w.b.accounts[roles.MEMBER].id), "max_topics": 1
+            "service_account_id": str(w.b.accounts[roles.MEMBER].id),
+            "max_topics": 1,
         },
         detail=("POST",),
     ),
@@ -261,8 +273,12 @@ def test_every_non_public_route_requires_authentication(world, name, method):
 @pytest.mark.parametrize(("name", "method"), list(_cases(PUBLIC)))
 def test_public_routes_answer_without_authentication(world, name, method):
     url = reverse(name)
-    response = APIClient().get(url) if method == "GET" else APIClient().post(
-        url, data={"username": "alpha-owner", "password": "pw-alpha"}, format="json"
+    response = (
+        APIClient().get(url)
+        if method == "GET"
+        else APIClient().post(
+            url, data={"username": "alpha-owner", "password": "pw-alpha"}, format="json"
+        )
     )
     assert response.status_code == 200, (name, response.status_code)
 
@@ -357,3 +373,35 @@ def test_platform_routes_are_staff_only(world, name, method):
     _assert_error(_call(owner, world, name, method), 403, "PERMISSION_DENIED")
     staff = session_client(world.staff)
     assert _call(staff, world, name, method).status_code == 200
+
+
+GARBAGE = [
+    [],
+    "text",
+    123,
+    None,
+    {"a": {"b": [1, {"c": None}]}},
+    {"name": "\u0000"},
+    {"configs": {"\u0000": "\u0000"}},
+    {"partitions": 1e309},
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "method"), list(_cases(USER, TENANT, ADMIN, PLATFORM, writes_only=True))
+)
+def test_garbage_bodies_never_cause_a_500(world, name, method):
+    """Bad bodies get a 4xx with the error shape, never a crash (owner or staff, own URLs)."""
+    client = (
+        session_client(world.staff)
+        if ROUTES[name].kind == PLATFORM
+        else session_client(world.a.users[roles.OWNER], world.a.org)
+    )
+    url = _own_url(world, name)
+    for body in GARBAGE:
+        response = getattr(client, method.lower())(
+            url, data=json.dumps(body), content_type="application/json"
+        )
+        assert response.status_code < 500, (body, response.content[:300])
+        if response.status_code >= 400:
+            assert "error_code" in response.json()
