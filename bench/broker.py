@@ -24,7 +24,8 @@ import json
 import os
 import shutil
 import socket
-import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -324,7 +325,96 @@ def _fetch_metrics(base: Path, broker: BrokerProcess, quick: bool) -> list[Metri
     ]
 
 
+def _sluice_bench(broker: BrokerProcess, *args: str) -> dict:
+    """Run ``sluice bench ...`` (the SDK) as its own process; its JSON summary."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "brokernodes.cli",
+        "--url",
+        broker.url,
+        "bench",
+        *args,
+        "--format",
+        "json",
+    ]
+    env = {**os.environ, "SLUICE_API_KEY": broker.api_key}
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"sluice bench {args} failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def _sdk_and_e2e_metrics(base: Path, redis_py: float, redis_lat: list[float], quick: bool):
-    """Filled in once the SDK lands (its producer and consumer drive these two)."""
-    _ = (base, redis_py, redis_lat, quick, statistics)
-    return []
+    """SDK producer throughput and end-to-end latency, each against its Redis peer."""
+    count = 300_000 if quick else 2_000_000
+    keys = 10_000
+    broker = start_broker(base / "b-sdk", {"sdk": (6, {}), "e2e": (1, {})})
+    try:
+        produced = _sluice_bench(
+            broker,
+            "produce",
+            "sdk",
+            "--count",
+            str(count),
+            "--record-size",
+            "100",
+            "--keys",
+            str(keys),
+            "--acks",
+            "1",
+        )
+        seconds = "3" if quick else "10"
+        e2e = _sluice_bench(
+            broker,
+            "e2e",
+            "e2e",
+            "--rate",
+            "10000",
+            "--duration",
+            seconds,
+            "--record-size",
+            "100",
+            "--keys",
+            "100",
+            "--acks",
+            "1",
+            "--linger-ms",
+            "1",
+        )
+    finally:
+        broker.stop()
+    if produced["failed"] or e2e["failed"]:
+        raise RuntimeError(f"records failed: produce {produced['failed']}, e2e {e2e['failed']}")
+    redis_p99 = redis_peer.p99(redis_lat)
+    return [
+        Metric(
+            name="produce.sdk.records_per_s",
+            value=round(produced["records_per_s"]),
+            unit="records/s",
+            better="higher",
+            workload=(
+                f"Python SDK AsyncProducer (sluice bench produce, its own process), "
+                f"{count:,} records of 100 bytes keyed over {keys:,} keys, 6 "
+                f"partitions, acks=1, idempotent, batch.size 16384, linger.ms 5"
+            ),
+            peer="redis-py (hiredis) pipelined XADD, 1000 per round trip",
+            peer_value=round(redis_py),
+            target_ratio=2.0,
+        ),
+        Metric(
+            name="e2e.p99_ms",
+            value=round(e2e["latency_p99_ms"], 3),
+            unit="ms",
+            better="lower",
+            workload=(
+                f"SDK producer (linger.ms 1, acks=1) to SDK consumer (binary long-poll "
+                f"fetch) at a steady 10,000 records/s for {seconds} s; "
+                f"p50 {e2e['latency_p50_ms']:.2f} ms"
+            ),
+            peer="Redis XADD to XREAD BLOCK (redis-py) at the same rate",
+            peer_value=round(redis_p99, 3),
+            target_ratio=2.0,
+            target_value=10.0,
+        ),
+    ]

@@ -34,20 +34,18 @@ class Metric:
 
     @property
     def met(self) -> bool | None:
-        """Whether the target is met: by ratio when there is a peer, else by absolute value."""
+        """Whether every target set is met (ratio and/or absolute value); None if none set."""
+        checks = []
+        higher = self.better == "higher"
         if self.target_ratio is not None and self.ratio is not None:
-            return (
-                self.ratio >= self.target_ratio
-                if self.better == "higher"
-                else self.ratio <= self.target_ratio
+            checks.append(
+                self.ratio >= self.target_ratio if higher else self.ratio <= self.target_ratio
             )
         if self.target_value is not None:
-            return (
-                self.value >= self.target_value
-                if self.better == "higher"
-                else self.value <= self.target_value
+            checks.append(
+                self.value >= self.target_value if higher else self.value <= self.target_value
             )
-        return None
+        return all(checks) if checks else None
 
 
 def _git_commit() -> str:
@@ -84,11 +82,13 @@ def format_table(metrics: list[Metric]) -> str:
     """A table a person can read: metric, value, peer, ratio against target."""
     rows = [("metric", "value", "peer value", "ratio", "target", "met")]
     for m in metrics:
-        target = ""
+        sign = "≥ " if m.better == "higher" else "≤ "
+        targets = []
         if m.target_ratio is not None:
-            target = ("≥ " if m.better == "higher" else "≤ ") + f"{m.target_ratio}"
-        elif m.target_value is not None:
-            target = ("≥ " if m.better == "higher" else "≤ ") + f"{m.target_value} {m.unit}"
+            targets.append(f"ratio {sign}{m.target_ratio}")
+        if m.target_value is not None:
+            targets.append(f"{sign}{m.target_value} {m.unit}")
+        target = ", ".join(targets)
         rows.append(
             (
                 m.name,
