@@ -24,6 +24,7 @@ from brokernodes.server.metadata import ClusterMetadata, MetadataSource, TopicIn
 from brokernodes.server.metrics import BrokerMetrics
 from brokernodes.server.producer_ids import ProducerIdManager
 from brokernodes.server.replica_manager import ReplicaManager
+from brokernodes.server.ws_registry import WebSocketRegistry
 
 
 @dataclass(slots=True)
@@ -43,6 +44,8 @@ class Broker:
         self.metadata = metadata
         self.replicas = ReplicaManager(config, metadata)
         self.metrics = BrokerMetrics()
+        # open WebSocket streams by API key: close_all on shutdown, close_key on revocation
+        self.websockets = WebSocketRegistry()
         self._producer_ids: ProducerIdManager | None = None
         self._sticky: dict[str, StickyPartitioner] = defaultdict(StickyPartitioner)
         self._producer_id_lock = asyncio.Lock()

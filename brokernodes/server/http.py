@@ -81,10 +81,11 @@ def make_middleware(broker: Broker):
                 request_id,
             )
         finally:
-            child = children.get(endpoint)
-            if child is None:
-                child = children[endpoint] = histogram.labels(endpoint)
-            child.observe(time.perf_counter() - started)  # type: ignore[attr-defined]
+            if not endpoint.startswith("ws_"):  # a WebSocket's lifetime is no request latency
+                child = children.get(endpoint)
+                if child is None:
+                    child = children[endpoint] = histogram.labels(endpoint)
+                child.observe(time.perf_counter() - started)  # type: ignore[attr-defined]
 
     return middleware
 

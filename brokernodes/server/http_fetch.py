@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from brokernodes.errors import KafkaStorageError
-from brokernodes.records.batch import decode_batch
 from brokernodes.server.http_util import auth_header, json_response, topic_partition
-from brokernodes.server.json_records import render_records
+from brokernodes.server.json_records import render_batches
 from brokernodes.server.params import choice_param, int_param, timestamp_param
 from brokernodes.server.sendfile import (
     ShortFileError,
@@ -132,25 +131,9 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             raw = b"".join(pread_exactly(s.fd, s.length, s.position) for s in opened)
         finally:
             close_slices(s.fd for s in opened)
-        records_out = []
-        next_offset = offset
-        pos = 0
-        while pos < len(raw) and len(records_out) < max_records:
-            batch = decode_batch(raw, pos, verify_crc=False, max_records_bytes=MAX_DECODED_BYTES)
-            h = batch.header
-            pos += h.size
-            if h.is_control:
-                next_offset = max(next_offset, h.next_offset)
-                continue
-            wanted = [r for r in batch.records if r.offset >= offset]
-            room = max_records - len(records_out)
-            if len(wanted) > room:
-                wanted = wanted[:room]
-                next_offset = wanted[-1].offset + 1
-                records_out.extend(render_records(wanted, fmt, h.timestamp_type))
-                break
-            records_out.extend(render_records(wanted, fmt, h.timestamp_type))
-            next_offset = max(next_offset, h.next_offset)
+        records_out, next_offset = render_batches(
+            raw, offset, fmt, max_records=max_records, max_records_bytes=MAX_DECODED_BYTES
+        )
         broker.metrics.record_out(topic, len(raw), len(records_out))
         return json_response(
             {

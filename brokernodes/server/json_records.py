@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from brokernodes.errors import InvalidRequestError
-from brokernodes.records.batch import DecodedRecord
+from brokernodes.records.batch import DecodedRecord, decode_batch
 
 DATA_TYPES = ("JSON", "STRING", "BINARY")
 MAX_BATCH_ENTRIES = 1000
@@ -241,6 +241,49 @@ def render_records(
             }
         )
     return out
+
+
+def render_batches(
+    raw: bytes,
+    offset: int,
+    fmt: str,
+    *,
+    max_records: int | None = None,
+    max_records_bytes: int | None = None,
+    min_timestamp: int | None = None,
+) -> tuple[list[dict[str, Any]], int]:
+    """Whole fetched batches -> (JSON records from ``offset`` on, next offset to read).
+
+    Control batches are skipped; records below ``offset`` (the first batch may start
+    before it) are left out; with ``max_records`` the answer stops early and the next
+    offset is the record after the last one rendered. ``min_timestamp`` also leaves out
+    records before the first one stamped at or after it (a start by timestamp).
+    """
+    out: list[dict[str, Any]] = []
+    next_offset = offset
+    pos = 0
+    while pos < len(raw) and (max_records is None or len(out) < max_records):
+        batch = decode_batch(raw, pos, verify_crc=False, max_records_bytes=max_records_bytes)
+        h = batch.header
+        pos += h.size
+        if h.is_control:
+            next_offset = max(next_offset, h.next_offset)
+            continue
+        wanted = [r for r in batch.records if r.offset >= offset]
+        if min_timestamp is not None:
+            first = next((i for i, r in enumerate(wanted) if r.timestamp >= min_timestamp), None)
+            if first is not None:
+                wanted = wanted[first:]
+                min_timestamp = None
+            else:
+                wanted = []
+        if max_records is not None and len(wanted) > max_records - len(out):
+            wanted = wanted[: max_records - len(out)]
+            out.extend(render_records(wanted, fmt, h.timestamp_type))
+            return out, wanted[-1].offset + 1
+        out.extend(render_records(wanted, fmt, h.timestamp_type))
+        next_offset = max(next_offset, h.next_offset)
+    return out, next_offset
 
 
 def typed_size(data: bytes | None, kind: str | None) -> Mapping[str, Any] | None:

@@ -1,0 +1,269 @@
+"""``GET /sluice/v1/ws/produce``: a produce stream, acknowledged per request id, in order.
+
+Two tasks per socket: the reader parses frames and starts each request's append at once
+(so appends are pipelined, and enter each partition's append lock in the order sent); the
+writer awaits them in order and answers each. ``InFlightWindow`` bounds what is pending:
+when too many requests (or bytes) await their answers, the reader stops reading, aiohttp
+stops reading the socket and TCP pushes back on the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import WSMsgType, web
+
+from brokernodes.errors import InvalidRequestError, SluiceError, UnauthenticatedError
+from brokernodes.server.params import acks_param
+from brokernodes.server.responses import error_body
+from brokernodes.server.ws import (
+    PeerGone,
+    StreamSocket,
+    binary_not_accepted,
+    close_after_error,
+)
+from brokernodes.server.ws_protocol import (
+    ProduceRequest,
+    ProtocolViolation,
+    RequestError,
+    load_frame,
+    parse_produce_request,
+)
+from brokernodes.server.ws_registry import CLOSE_INTERNAL_ERROR, CLOSE_NORMAL, close_code_for
+
+if TYPE_CHECKING:
+    from brokernodes.server.broker import Broker
+
+logger = logging.getLogger("sluice.broker.ws")
+
+MAX_IN_FLIGHT_REQUESTS = 32
+MAX_IN_FLIGHT_BYTES = 32 * 1024 * 1024
+END_DRAIN_TIMEOUT_S = 30.0  # on shutdown or revocation: answer what is in flight, then close
+
+# Appends still running when their socket went away: kept referenced until they finish
+# (an append is never cancelled half-way).
+_detached: set[asyncio.Task] = set()
+
+
+class InFlightWindow:
+    """At most ``max_requests`` pending requests and ``max_bytes`` of their frames (one
+    request is always let in, however large). One acquirer (the reader), one releaser."""
+
+    def __init__(self, max_requests: int, max_bytes: int) -> None:
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes
+        self.count = 0
+        self.bytes = 0
+        self._changed = asyncio.Event()
+
+    def has_room(self, nbytes: int) -> bool:
+        if self.count >= self.max_requests:
+            return False
+        return self.count == 0 or self.bytes + nbytes <= self.max_bytes
+
+    async def acquire(self, nbytes: int) -> None:
+        while not self.has_room(nbytes):
+            self._changed.clear()
+            await self._changed.wait()
+        self.count += 1
+        self.bytes += nbytes
+
+    def release(self, nbytes: int) -> None:
+        self.count -= 1
+        self.bytes -= nbytes
+        self._changed.set()
+
+
+@dataclass(slots=True)
+class _Pending:
+    """One answer to send, in order: a running append, or an answer known already."""
+
+    nbytes: int
+    task: asyncio.Task[dict[str, Any]] | None = None
+    answer: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class _End:
+    """Send what came before, then ``error`` (if any), then close with ``code``."""
+
+    code: int | None
+    error: SluiceError | None
+
+
+def error_answer(request_id: Any, error: SluiceError) -> dict[str, Any]:
+    return {"id": request_id, **error_body(error)}
+
+
+class ProduceStream:
+    def __init__(self, broker: Broker, sock: StreamSocket, acks: int) -> None:
+        self.broker = broker
+        self.sock = sock
+        self.acks = acks
+        self.window = InFlightWindow(MAX_IN_FLIGHT_REQUESTS, MAX_IN_FLIGHT_BYTES)
+        self.queue: asyncio.Queue[_Pending | _End] = asyncio.Queue()
+        self.appends: set[asyncio.Task] = set()
+
+    async def run(self) -> None:
+        sock = self.sock
+        if sock.principal is None:
+            try:
+                await sock.authenticate_first_frame()
+            except PeerGone:
+                return
+            except SluiceError as e:
+                await close_after_error(sock, e)
+                return
+        reader = asyncio.create_task(self._read())
+        writer = asyncio.create_task(self._write())
+        ending = sock.session.ending
+        try:
+            done, _ = await asyncio.wait(
+                (reader, writer, ending), return_when=asyncio.FIRST_COMPLETED
+            )
+            if ending in done or (reader in done and reader.result() == "stop"):
+                if ending in done:
+                    reader.cancel()
+                    code, error = ending.result()
+                    self.queue.put_nowait(_End(code, error))
+                # the writer answers what is in flight, then closes
+                await asyncio.wait((writer,), timeout=END_DRAIN_TIMEOUT_S)
+        finally:
+            for t in (reader, writer):
+                t.cancel()
+            for t in (reader, writer):
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+            for t in list(self.appends):
+                if not t.done():
+                    _detached.add(t)
+                    t.add_done_callback(_detached.discard)
+            if not sock.ws.closed:  # the writer failed, or did not finish in time
+                code = ending.result()[0] if ending.done() else CLOSE_INTERNAL_ERROR
+                await sock.close(code)
+
+    # --- reader ----------------------------------------------------------------------
+
+    async def _read(self) -> str:
+        """Read frames until the peer goes (``"gone"``) or a frame ends the stream
+        (``"stop"``: an ``_End`` is queued)."""
+        ws = self.sock.ws
+        while True:
+            msg = await ws.receive()
+            if msg.type is WSMsgType.TEXT:
+                nbytes = len(msg.data)
+                await self.window.acquire(nbytes)
+                try:
+                    request = parse_produce_request(load_frame(msg.data))
+                except RequestError as e:
+                    self.queue.put_nowait(_Pending(nbytes, answer=error_answer(e.request_id, e)))
+                    continue
+                except ProtocolViolation as e:
+                    self.window.release(nbytes)
+                    self.queue.put_nowait(_End(None, e))
+                    return "stop"
+                task = asyncio.create_task(self._produce(request))
+                self.appends.add(task)
+                task.add_done_callback(self.appends.discard)
+                self.queue.put_nowait(_Pending(nbytes, task=task))
+            elif msg.type is WSMsgType.BINARY:
+                self.queue.put_nowait(_End(None, binary_not_accepted("produce")))
+                return "stop"
+            else:  # close, closing, closed, or an error aiohttp closed the socket for
+                return "gone"
+
+    async def _produce(self, request: ProduceRequest) -> dict[str, Any]:
+        try:
+            self.sock.authorize("WRITE", request.topic)
+            results = await self.broker.produce_entries(
+                request.topic, request.entries, acks=self.acks
+            )
+        except SluiceError as e:
+            return error_answer(request.id, e)
+        offsets: list[dict[str, Any]] = []
+        first_error: SluiceError | None = None
+        for r in results:
+            if r.error is None:
+                offsets.append({"partition_id": r.partition, "offset": r.offset})
+            else:
+                first_error = first_error or r.error
+                offsets.append({"partition_id": r.partition, "offset": None, **error_body(r.error)})
+        if first_error is None:
+            return {"id": request.id, "offsets": offsets}
+        answer = error_answer(request.id, first_error)
+        if any(o["offset"] is not None for o in offsets):
+            answer["offsets"] = offsets  # some partitions appended, some did not
+        return answer
+
+    # --- writer ----------------------------------------------------------------------
+
+    async def _write(self) -> None:
+        sock = self.sock
+        while True:
+            item = await self.queue.get()
+            if isinstance(item, _End):
+                if item.error is not None:
+                    await close_after_error(sock, item.error)
+                else:
+                    await sock.close(item.code or CLOSE_NORMAL)
+                return
+            if item.task is not None:
+                try:
+                    answer = await item.task
+                except Exception:
+                    request_id = uuid.uuid4().hex[:16]
+                    logger.exception("ws produce request %s failed", request_id)
+                    answer = {
+                        "id": None,
+                        "error_code": "UNKNOWN_SERVER_ERROR",
+                        "message": "unexpected broker error; quote request id "
+                        f"{request_id} when reporting it",
+                        "request_id": request_id,
+                    }
+            else:
+                assert item.answer is not None
+                answer = item.answer
+            await sock.send_json(answer)
+            self.window.release(item.nbytes)
+            if answer.get("error_code") == UnauthenticatedError.error_code:
+                # the key is no longer valid (revoked): nothing more will succeed
+                code = close_code_for(UnauthenticatedError(""))
+                await sock.close(code, reason=UnauthenticatedError.error_code)
+                return
+
+
+def add_routes(app: web.Application, broker: Broker) -> None:
+    config = broker.config
+
+    async def produce_stream(request: web.Request) -> web.StreamResponse:
+        acks = acks_param(request.query)
+        if acks == 0:
+            raise InvalidRequestError(
+                "acks=0 is not offered on the produce stream (its answers are the "
+                "acknowledgements); use acks=1 or acks=all"
+            )
+        sock = StreamSocket(
+            broker,
+            "produce",
+            max_msg_size=config.max_request_bytes,
+            # per-topic WRITE is checked per request; connecting needs only a valid key
+            connect_check=lambda header: broker.authorize(header, "DESCRIBE", "cluster"),
+        )
+        sock.check_upgrade(request)
+        sock.authenticate_header(request)  # 401 before the upgrade when the header is bad
+        await sock.accept(request)
+        try:
+            await ProduceStream(broker, sock, acks).run()
+        except Exception:
+            logger.exception("ws produce stream failed")
+            await sock.close(CLOSE_INTERNAL_ERROR)
+        finally:
+            sock.release()
+        return sock.ws
+
+    app.router.add_get("/sluice/v1/ws/produce", produce_stream, name="ws_produce")
