@@ -21,12 +21,9 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-## Run what exists of the service on the embedded defaults (SQLite, data under var/).
+## The service on the embedded defaults: control plane, three brokers, a demo key (data in var/).
 up: setup
-	@mkdir -p var
-	DJANGO_SETTINGS_MODULE=backend.settings.local $(PY) manage.py migrate --noinput
-	@echo "Sluice control plane: http://$(HOST):$(PORT)/healthz"
-	DJANGO_SETTINGS_MODULE=backend.settings.local $(PY) manage.py runserver $(HOST):$(PORT)
+	$(PY) infra/run_local.py --host $(HOST) --port $(PORT)
 
 lint: setup
 	$(VENV)/bin/ruff check .

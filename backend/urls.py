@@ -20,6 +20,7 @@ urlpatterns = [
     path("healthz", core_apis.healthz, name="healthz"),
     path("readyz", core_apis.readyz, name="readyz"),
     path("api/v1/", include(api_v1)),
+    path("internal/v1/", include("backend.cluster.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
 ]

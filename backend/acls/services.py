@@ -6,6 +6,7 @@ from django.db import transaction
 
 from backend.acls.models import AclBinding
 from backend.audit.services import audit_record
+from backend.cluster import services as cluster
 from backend.core.context import RequestContext
 from backend.core.exceptions import Conflict, InvalidRequest
 from brokernodes.security import acl
@@ -24,6 +25,7 @@ def acl_create(*, ctx: RequestContext, **fields: str) -> AclBinding:
     if AclBinding.objects.filter(organisation=ctx.organisation, **canonical).exists():
         raise Conflict("this ACL binding exists already")
     binding = AclBinding.objects.create(organisation=ctx.organisation, **canonical)
+    cluster.publish_acl(binding)
     audit_record(
         ctx=ctx,
         action="acl.create",
@@ -39,4 +41,5 @@ def acl_delete(*, ctx: RequestContext, binding: AclBinding) -> None:
     before = acl_snapshot(binding)
     bid = binding.id
     binding.delete()
+    cluster.publish_acl_deleted(bid)
     audit_record(ctx=ctx, action="acl.delete", object_type="acl", object_id=bid, before=before)

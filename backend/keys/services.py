@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from backend.audit.services import audit_record
+from backend.cluster import services as cluster
 from backend.core.context import RequestContext
 from backend.keys import tokens
 from backend.keys.models import ApiKey
@@ -46,6 +47,7 @@ def api_key_create(*, ctx: RequestContext, service_account, description: str = "
         description=description,
         created_by=ctx.actor_label,
     )
+    cluster.publish_api_key(key)
     audit_record(
         ctx=ctx,
         action="api_key.create",
@@ -64,6 +66,7 @@ def api_key_revoke(*, ctx: RequestContext, api_key: ApiKey) -> ApiKey:
     before = api_key_snapshot(api_key)
     api_key.revoked_at = timezone.now()
     api_key.save(update_fields=["revoked_at"])
+    cluster.publish_api_key(api_key)
     key_id, org_id = api_key.key_id, api_key.organisation_id
     transaction.on_commit(
         lambda: api_key_revoked.send(sender=ApiKey, key_id=key_id, organisation_id=org_id)

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db import transaction
 
 from backend.audit.services import audit_record
+from backend.cluster import services as cluster
 from backend.core.context import RequestContext
 from backend.core.exceptions import Conflict, InvalidRequest, PermissionDenied, QuotaExceeded
 from backend.quotas import selectors
@@ -36,6 +37,7 @@ def _check_values(values: dict) -> None:
 def quota_create_default(*, ctx: RequestContext, organisation) -> Quota:
     defaults = {k: v for k, v in settings.SLUICE_DEFAULT_QUOTA.items() if k in QUOTA_FIELDS}
     q = Quota.objects.create(organisation=organisation, **defaults)
+    cluster.publish_quota(q)
     audit_record(
         ctx=ctx,
         action="quota.create",
@@ -60,6 +62,7 @@ def quota_set_organisation(*, ctx: RequestContext, organisation, values: dict) -
     for k, v in values.items():
         setattr(q, k, v)
     q.save()
+    cluster.publish_quota(q)
     audit_record(
         ctx=ctx,
         action="quota.update" if before else "quota.create",
@@ -101,6 +104,7 @@ def quota_create_for_service_account(
     q = Quota.objects.create(
         organisation=ctx.organisation, service_account=service_account, **values
     )
+    cluster.publish_quota(q)
     audit_record(
         ctx=ctx,
         action="quota.create",
@@ -124,6 +128,7 @@ def quota_update(*, ctx: RequestContext, quota: Quota, values: dict) -> Quota:
     for k, v in values.items():
         setattr(quota, k, v)
     quota.save()
+    cluster.publish_quota(quota)
     audit_record(
         ctx=ctx,
         action="quota.update",
@@ -142,4 +147,5 @@ def quota_delete(*, ctx: RequestContext, quota: Quota) -> None:
     before = quota_snapshot(quota)
     qid = quota.id
     quota.delete()
+    cluster.publish_quota_deleted(qid)
     audit_record(ctx=ctx, action="quota.delete", object_type="quota", object_id=qid, before=before)

@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "backend.acls",
     "backend.quotas",
     "backend.audit",
+    "backend.cluster",
 ]
 
 MIDDLEWARE = [
@@ -65,6 +66,13 @@ DATABASES = {
         conn_max_age=60,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Writers take the write lock when their transaction begins, so concurrent writes (the
+    # metadata log serialises on one row) wait for each other instead of failing to upgrade
+    # a read lock ("database is locked").
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"transaction_mode": "IMMEDIATE", "timeout": 20}
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LANGUAGE_CODE = "en-us"
@@ -151,3 +159,12 @@ SLUICE_DEFAULT_QUOTA = {
     "max_partitions": 1000,
     "max_connections": 100,
 }
+
+# The cluster (docs/metadata-log.md): brokers authenticate on /internal/v1/ with the shared
+# secret (empty: internal routes refuse everyone); a broker is live while it heartbeats.
+SLUICE_CLUSTER_ID = os.environ.get("SLUICE_CLUSTER_ID", "sluice-local")
+SLUICE_CLUSTER_SECRET = os.environ.get("SLUICE_CLUSTER_SECRET", "")
+SLUICE_BROKER_HEARTBEAT_INTERVAL_S = float(
+    os.environ.get("SLUICE_BROKER_HEARTBEAT_INTERVAL_S", "2")
+)
+SLUICE_BROKER_SESSION_TIMEOUT_S = float(os.environ.get("SLUICE_BROKER_SESSION_TIMEOUT_S", "10"))

@@ -13,3 +13,5 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 # The suite signs in more often than a person would; test_auth checks the brake itself.
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"login": "1000/min"}}  # noqa: F405
+
+SLUICE_CLUSTER_SECRET = "sluice-test-cluster-secret"

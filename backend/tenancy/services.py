@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
 from backend.audit.services import audit_record
+from backend.cluster import services as cluster
 from backend.core.context import RequestContext
 from backend.core.exceptions import Conflict, InvalidRequest, NotFound, PermissionDenied
 from backend.tenancy import roles
@@ -178,6 +179,7 @@ def service_account_update(
             setattr(service_account, field, changes[field])
     service_account.full_clean()
     service_account.save()
+    cluster.publish_service_account_keys(service_account)
     audit_record(
         ctx=ctx,
         action="service_account.update",
@@ -194,6 +196,7 @@ def service_account_delete(*, ctx: RequestContext, service_account: ServiceAccou
     """Deleting a service account deletes (and so revokes) its API keys at once."""
     before = service_account_snapshot(service_account)
     sid = service_account.id
+    cluster.publish_service_account_keys(service_account, deleted=True)
     service_account.delete()
     audit_record(
         ctx=ctx,

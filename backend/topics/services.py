@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from backend.audit.services import audit_record
+from backend.cluster import services as cluster
 from backend.core.context import RequestContext
 from backend.core.exceptions import InvalidConfig, QuotaExceeded, TopicAlreadyExists
 from backend.quotas.selectors import quota_for_organisation
@@ -56,7 +57,11 @@ def _check_quota(org: Organisation, *, new_topics: int, new_partitions: int) -> 
 
 
 def _max_rf() -> int:
-    return int(settings.SLUICE_MAX_REPLICATION_FACTOR)
+    """The largest replication factor: the setting, capped by the live brokers when any are
+    registered (with none yet, partitions are placed when the first one registers)."""
+    live = len(cluster.live_broker_ids())
+    cap = int(settings.SLUICE_MAX_REPLICATION_FACTOR)
+    return min(cap, live) if live else cap
 
 
 @transaction.atomic
@@ -110,6 +115,7 @@ def topic_create(
         raise TopicAlreadyExists(
             f"topic {name!r} already exists", {"name": ["already exists"]}
         ) from None
+    cluster.publish_topic(topic)
     audit_record(
         ctx=ctx,
         action="topic.create",
@@ -147,6 +153,7 @@ def topic_alter_configs(
     if validate_only or before["configs"] == normalised:
         return topic
     topic.save(update_fields=["configs", "updated_at"])
+    cluster.publish_topic(topic)
     audit_record(
         ctx=ctx,
         action="topic.alter_configs",
@@ -180,6 +187,7 @@ def topic_add_partitions(
     if validate_only:
         return topic
     topic.save(update_fields=["partitions", "updated_at"])
+    cluster.publish_topic(topic)
     audit_record(
         ctx=ctx,
         action="topic.add_partitions",
@@ -194,6 +202,7 @@ def topic_add_partitions(
 @transaction.atomic
 def topic_delete(*, ctx: RequestContext, topic: Topic) -> None:
     before = topic_snapshot(topic)
+    cluster.publish_topic_deleted(topic.topic_id)
     topic.delete()
     audit_record(
         ctx=ctx,

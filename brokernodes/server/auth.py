@@ -3,7 +3,7 @@ calls (``authorize``).
 
 An API key is ``<key_id>.<secret>`` sent as ``Authorization: Bearer <key>``. The broker keeps
 only ``sha256(secret)`` (from metadata) and compares digests in constant time. ACLs (the
-control-plane issue) will plug into ``authorize`` without changing its callers. Secrets are
+control-plane metadata) are checked in ``authorize`` too, so callers never change. Secrets are
 never logged or echoed: errors name only the key id.
 """
 
@@ -13,8 +13,9 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 
-from brokernodes.errors import UnauthenticatedError
-from brokernodes.server.metadata import ClusterMetadata
+from brokernodes.errors import TopicAuthorizationFailedError, UnauthenticatedError
+from brokernodes.security.acl import Authorizer
+from brokernodes.server.metadata import ClusterMetadata, current_tenant
 
 _DUMMY_DIGEST = "0" * 64
 
@@ -63,9 +64,56 @@ def authorize(
 ) -> Principal:
     """The single authorization choke point: who is calling, and may they do this?
 
-    Today every authenticated principal may do everything (no ACLs in the static metadata);
-    the control-plane issue adds the ACL check here (deny wins, no match = deny).
+    Static metadata (keys without a tenant): every authenticated principal may do everything.
+    Control-plane metadata: the key's organisation becomes the request's tenant
+    (``metadata.current_tenant``, so topic names resolve within it), and the tenant's ACLs
+    decide (``brokernodes.security.acl``: deny wins, no match = deny; the service account's
+    role grants its baseline, see docs/metadata-log.md). Describing the cluster (the
+    tenant's own metadata) needs only authentication; an idempotent producer needs
+    IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
     """
-    principal = authenticate(metadata, header)
-    del operation, resource_type, resource_name  # ACLs: control-plane issue
+    root = metadata.root or metadata
+    principal = authenticate(root, header)
+    key = root.api_keys[principal.key_id]
+    if key.tenant is None:
+        current_tenant.set(None)
+        return principal
+    current_tenant.set(key.tenant)
+    authorizer = root.for_tenant(key.tenant).authorizer or _NO_ACLS
+    op = operation.upper()
+    rtype = resource_type.upper()
+    if rtype == "CLUSTER":
+        if op == "DESCRIBE":
+            return principal
+        decision = authorizer.authorize(principal.name, _HOST, op, "CLUSTER", CLUSTER_NAME)
+        if not decision and op == "IDEMPOTENT_WRITE":
+            decision = authorizer.authorize_by_resource_type(
+                principal.name, _HOST, "WRITE", "TOPIC"
+            )
+        if not decision:
+            raise ClusterAuthorizationFailedError(
+                f"{principal.name} may not {op} on the cluster: {decision.reason}"
+            )
+        return principal
+    decision = authorizer.authorize(principal.name, _HOST, op, rtype, resource_name)
+    if not decision:
+        error = GroupAuthorizationFailedError if rtype == "GROUP" else TopicAuthorizationFailedError
+        raise error(
+            f"{principal.name} may not {op} {rtype.lower()} {resource_name!r}: {decision.reason}; "
+            "an admin of your organisation can change the ACLs"
+        )
     return principal
+
+
+CLUSTER_NAME = "kafka-cluster"
+_HOST = "0.0.0.0"  # the client's address is not passed in yet: host-specific ACLs are
+# widened (DENY) or dropped (ALLOW) when the image is built (metadata_image._hostless)
+_NO_ACLS = Authorizer(())
+
+
+class ClusterAuthorizationFailedError(TopicAuthorizationFailedError):
+    error_code = "CLUSTER_AUTHORIZATION_FAILED"
+
+
+class GroupAuthorizationFailedError(TopicAuthorizationFailedError):
+    error_code = "GROUP_AUTHORIZATION_FAILED"

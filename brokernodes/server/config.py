@@ -27,6 +27,11 @@ class BrokerConfig:
     housekeeping_interval_s: float = 30.0  # retention and compaction passes
     shutdown_timeout_s: float = 10.0  # in-flight requests get this long on SIGTERM
     log_level: str = "INFO"
+    # the control plane's metadata log instead of the static file (metadata_client)
+    control_plane_url: str | None = None
+    broker_id: int | None = None
+    advertised_url: str | None = None  # how clients and other brokers reach this broker
+    cluster_secret: str = ""
 
 
 def parse_args(argv: list[str] | None = None) -> BrokerConfig:
@@ -34,7 +39,16 @@ def parse_args(argv: list[str] | None = None) -> BrokerConfig:
     p = argparse.ArgumentParser(
         prog="python -m brokernodes", description="Run one Sluice broker node."
     )
-    p.add_argument("--config", required=True, help="static metadata JSON file")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", help="static metadata JSON file (tests, benchmarks)")
+    source.add_argument(
+        "--control-plane",
+        metavar="URL",
+        help="pull metadata from the control plane at URL (needs --broker-id and "
+        "SLUICE_CLUSTER_SECRET)",
+    )
+    p.add_argument("--broker-id", type=int, default=None)
+    p.add_argument("--advertised-url", default=None, help="default http://HOST:PORT (the listener)")
     p.add_argument("--data-dir", required=True, help="directory holding the partition logs")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--host", default="127.0.0.1")
@@ -58,8 +72,18 @@ def parse_args(argv: list[str] | None = None) -> BrokerConfig:
     )
     p.add_argument("--log-level", default=env("SLUICE_LOG_LEVEL", "INFO"))
     a = p.parse_args(argv)
+    secret = env("SLUICE_CLUSTER_SECRET", "")
+    if a.control_plane:
+        if a.broker_id is None or a.broker_id < 0:
+            p.error("--control-plane needs --broker-id N (N >= 0)")
+        if not secret:
+            p.error("--control-plane needs the cluster secret in SLUICE_CLUSTER_SECRET")
     return BrokerConfig(
-        metadata_path=a.config,
+        control_plane_url=a.control_plane,
+        broker_id=a.broker_id,
+        advertised_url=a.advertised_url or f"http://{a.host}:{a.port}",
+        cluster_secret=secret,
+        metadata_path=a.config or "",
         data_dir=a.data_dir,
         port=a.port,
         host=a.host,

@@ -20,10 +20,17 @@ import sys
 import prometheus_client
 from aiohttp import web
 
+from brokernodes.errors import UnauthenticatedError
 from brokernodes.server.broker import Broker
 from brokernodes.server.config import BrokerConfig, parse_args
 from brokernodes.server.http import build_app
-from brokernodes.server.metadata import MetadataError, StaticMetadataSource
+from brokernodes.server.metadata import (
+    ClusterMetadata,
+    MetadataError,
+    MetadataSource,
+    StaticMetadataSource,
+)
+from brokernodes.server.metadata_client import ControlPlaneMetadataSource
 
 logger = logging.getLogger("sluice.broker")
 
@@ -44,9 +51,55 @@ def tune_malloc() -> None:
         libc.mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024)
 
 
+def metadata_source(config: BrokerConfig) -> MetadataSource:
+    if config.control_plane_url:
+        assert config.broker_id is not None and config.advertised_url
+        return ControlPlaneMetadataSource(
+            config.control_plane_url,
+            broker_id=config.broker_id,
+            advertised_url=config.advertised_url,
+            secret=config.cluster_secret,
+            data_dir=config.data_dir,
+        )
+    return StaticMetadataSource(config.metadata_path)
+
+
+def revocation_listener(broker: Broker, image: ClusterMetadata):
+    """Close the open WebSocket streams of API keys that left the metadata (revoked)."""
+    known = set(image.api_keys)
+
+    def on_metadata(new: ClusterMetadata) -> None:
+        nonlocal known
+        gone = known - set(new.api_keys)
+        known = set(new.api_keys)
+        registry = getattr(broker, "websockets", None)
+        for key_id in gone if registry is not None else ():
+            registry.close_key(key_id, UnauthenticatedError("the API key was revoked"))
+
+    return on_metadata
+
+
 async def serve(config: BrokerConfig) -> None:
-    metadata = StaticMetadataSource(config.metadata_path)
+    metadata = metadata_source(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    # Control plane: a cached image, or the first pull (retried until it answers or SIGTERM)
+    starting = asyncio.create_task(metadata.start())
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait((starting, stopped), return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        await metadata.close()
+        logger.info("stopped before the first metadata arrived")
+        return
+    starting.result()
     broker = Broker(config, metadata)
+    metadata.add_listener(broker.replicas.reconcile)
+    metadata.add_listener(revocation_listener(broker, metadata.global_image()))
     app = build_app(broker)
     runner = web.AppRunner(
         app,
@@ -66,10 +119,6 @@ async def serve(config: BrokerConfig) -> None:
     )
     site = web.TCPSite(runner, config.host, config.port, reuse_address=True, backlog=1024)
     await site.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     logger.info(
         "broker %d listening on http://%s:%d (loop=%s, fetch=%s)",
         metadata.current().broker_id,
@@ -79,7 +128,6 @@ async def serve(config: BrokerConfig) -> None:
         config.fetch_path,
     )
     start = asyncio.create_task(broker.start())
-    stopped = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait((start, stopped), return_when=asyncio.FIRST_COMPLETED)
     if start in done:
         start.result()  # a storage error at start ends the process
@@ -94,6 +142,7 @@ async def serve(config: BrokerConfig) -> None:
     for p in broker.replicas.partitions.values():
         p.wake_all()
     await runner.cleanup()
+    await metadata.close()
     await broker.close()
     logger.info("stopped cleanly")
 

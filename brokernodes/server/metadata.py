@@ -2,7 +2,16 @@
 
 ``parse_metadata`` turns the static metadata document (docs/data-plane-api.md) into an
 immutable ``ClusterMetadata``. The broker reads it only through ``MetadataSource.current()``,
-so the control plane's metadata log can replace the static file without touching handlers.
+so the control plane's metadata log (``metadata_client``) replaces the static file without
+touching handlers.
+
+Tenants (control-plane metadata only): the global image keys topics by ``topic_id``; each
+tenant has a *view* (``tenants[organisation]``), a ``ClusterMetadata`` whose topics are that
+tenant's only, keyed by their tenant-relative names, with the tenant's ACL ``authorizer``.
+``auth.authorize`` sets ``current_tenant`` for the request's task after authenticating the
+API key, and ``MetadataSource.current()`` then answers that tenant's view, so every handler
+resolves names within the caller's tenant without knowing tenants exist. Static metadata has
+no tenants: keys carry none and the image is used as it is.
 """
 
 from __future__ import annotations
@@ -10,8 +19,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -32,6 +42,8 @@ class ApiKey:
     key_id: str
     secret_sha256: str  # lowercase hex
     principal: str
+    tenant: str | None = None  # the organisation (control-plane keys); None: static file
+    role: str = ""  # the service account's role (read-only, member, admin)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +56,12 @@ class PartitionInfo:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    storage_key: str = ""  # the log directory's stem: topic_id (control plane) or the name
+
+    @property
+    def log_key(self) -> str:
+        """Names this partition's log here: ``<log_key>-<partition>`` is its directory."""
+        return self.storage_key or self.topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +83,28 @@ class ClusterMetadata:
     topics: Mapping[str, TopicInfo]
     api_keys: Mapping[str, ApiKey]
     version: int = 0
+    tenants: Mapping[str, ClusterMetadata] = field(default_factory=dict)  # views, by tenant
+    tenant: str | None = None  # set on a tenant's view
+    authorizer: Any = None  # a view's ACL ``Authorizer`` (brokernodes.security.acl)
+    root: ClusterMetadata | None = None  # a view's global image
+    quotas: Any = None  # the tenant's quota records (enforcement: a later issue)
+
+    def for_tenant(self, tenant: str) -> ClusterMetadata:
+        """The tenant's view (an empty one when the tenant has nothing here yet)."""
+        root = self.root or self
+        view = root.tenants.get(tenant)
+        if view is not None:
+            return view
+        return ClusterMetadata(
+            cluster_id=root.cluster_id,
+            broker_id=root.broker_id,
+            brokers=root.brokers,
+            topics=MappingProxyType({}),
+            api_keys=root.api_keys,
+            version=root.version,
+            tenant=tenant,
+            root=root,
+        )
 
     def topic(self, name: str) -> TopicInfo:
         try:
@@ -195,11 +235,31 @@ def parse_metadata(doc: Mapping[str, Any], *, version: int = 0) -> ClusterMetada
     )
 
 
+# The organisation of the API key that authenticated the running request (see the module
+# docstring); aiohttp runs every request in its own task, so this never leaks across requests.
+current_tenant: ContextVar[str | None] = ContextVar("sluice_current_tenant", default=None)
+
+
 class MetadataSource:
-    """Where the broker gets metadata; ``current()`` is cheap and always returns an image."""
+    """Where the broker gets metadata; ``current()`` is cheap and always returns an image
+    (the calling request's tenant view when a tenant key authenticated it)."""
 
     def current(self) -> ClusterMetadata:
         raise NotImplementedError
+
+    def global_image(self) -> ClusterMetadata:
+        """The whole cluster's image, whatever request is running."""
+        return self.current()
+
+    def add_listener(self, listener: Callable[[ClusterMetadata], Any]) -> None:
+        """Call ``listener(image)`` (sync, or async and awaited) after every new image; e.g.
+        to close WebSockets whose API key was revoked. A static source never changes."""
+
+    async def start(self) -> None:
+        """Have an image ready (a static source already has)."""
+
+    async def close(self) -> None:
+        """Stop background work."""
 
 
 class StaticMetadataSource(MetadataSource):

@@ -1,10 +1,15 @@
-"""``ReplicaManager``: the partitions this broker hosts, by (topic, partition).
+"""``ReplicaManager``: the partitions this broker hosts, by (log key, partition).
 
-Opens each hosted partition's log under ``<data_dir>/<topic>-<partition>`` at start
+Opens each hosted partition's log under ``<data_dir>/<log key>-<partition>`` at start
 (recovering it), routes produce and fetch to the leader ``Partition`` (or answers
 NOT_LEADER_OR_FOLLOWER naming the leader), long-polls fetches, and runs the background work
 (flush ticker, retention, compaction) in worker threads so the event loop never waits on
-fsync or unlink.
+fsync or unlink. The log key is the topic name with static metadata and the ``topic_id`` with
+the control plane's, so a re-created topic name never reads the old topic's data.
+
+``reconcile(image)`` follows metadata changes: opens newly hosted partitions, passes new
+leaders, epochs, replicas and log configs to the hosted ones, and closes (and deletes the
+data of) partitions no longer hosted here, e.g. of a deleted topic.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import time
 
 from brokernodes.errors import (
@@ -21,7 +27,7 @@ from brokernodes.errors import (
     UnknownTopicOrPartitionError,
 )
 from brokernodes.server.config import BrokerConfig
-from brokernodes.server.metadata import MetadataSource
+from brokernodes.server.metadata import ClusterMetadata, MetadataSource, PartitionInfo
 from brokernodes.server.partition import AppendResult, Partition
 from brokernodes.storage.cleaner import LogCleaner
 from brokernodes.storage.log import FetchData, TimestampOffset
@@ -38,32 +44,19 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._tasks: list[asyncio.Task] = []
         self._cleaner = LogCleaner()
+        self._reconcile_lock = asyncio.Lock()
         self.ready = False
 
     # --- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
         """Open every hosted partition (in threads, a few at a time), then background work."""
-        image = self.metadata.current()
         os.makedirs(self.config.data_dir, exist_ok=True)
-        sem = asyncio.Semaphore(OPEN_CONCURRENCY)
-
-        async def open_one(info) -> None:
-            topic = image.topics[info.topic]
-            directory = os.path.join(self.config.data_dir, f"{info.topic}-{info.partition}")
-            async with sem:
-                log, state = await asyncio.to_thread(
-                    Partition.open_log,
-                    directory,
-                    info,
-                    topic.log_config,
-                    fsync=self.config.fsync,
-                )
-            self.partitions[(info.topic, info.partition)] = Partition(
-                info, log, image.broker_id, state
-            )
-
-        await asyncio.gather(*(open_one(p) for p in image.hosted_partitions()))
+        image = self.metadata.global_image()
+        await self.reconcile(image, starting=True)
+        while self.metadata.global_image() is not image:  # changed while opening
+            image = self.metadata.global_image()
+            await self.reconcile(image, starting=True)
         self._tasks = [
             asyncio.create_task(self._ticker(self.config.flush_interval_s, self._flush_pass)),
             asyncio.create_task(
@@ -71,6 +64,62 @@ class ReplicaManager:
             ),
         ]
         self.ready = True
+
+    async def reconcile(self, image: ClusterMetadata, *, starting: bool = False) -> None:
+        """Make the hosted partitions match ``image`` (see the module docstring)."""
+        async with self._reconcile_lock:
+            if not starting and not self.ready:
+                return  # start() reconciles with the newest image itself
+            wanted = {(p.log_key, p.partition): p for p in image.hosted_partitions()}
+            sem = asyncio.Semaphore(OPEN_CONCURRENCY)
+
+            async def open_one(info: PartitionInfo) -> None:
+                topic = image.topics[info.topic]
+                directory = os.path.join(self.config.data_dir, f"{info.log_key}-{info.partition}")
+                async with sem:
+                    log, state = await asyncio.to_thread(
+                        Partition.open_log,
+                        directory,
+                        info,
+                        topic.log_config,
+                        fsync=self.config.fsync,
+                    )
+                self.partitions[(info.log_key, info.partition)] = Partition(
+                    info, log, image.broker_id, state
+                )
+
+            await asyncio.gather(
+                *(open_one(info) for key, info in wanted.items() if key not in self.partitions)
+            )
+            for key, info in wanted.items():
+                p = self.partitions[key]
+                if p.info != info:
+                    p.update_info(info)
+                config = image.topics[info.topic].log_config
+                if p.log.config != config:
+                    p.log.update_config(config)
+            gone = [key for key in self.partitions if key not in wanted]
+            for key in gone:
+                await self._remove(key)
+
+    async def _remove(self, key: tuple[str, int]) -> None:
+        """Stop hosting a partition: release its waiters, close the log, delete its data."""
+        p = self.partitions.pop(key)
+        p.closed = True
+        p.wake_all()
+        directory = os.path.join(self.config.data_dir, f"{key[0]}-{key[1]}")
+
+        def close_and_delete() -> None:
+            try:
+                p.log.close()
+            finally:
+                trash = f"{directory}.deleted"
+                if os.path.isdir(directory):
+                    os.replace(directory, trash)
+                    shutil.rmtree(trash, ignore_errors=True)
+
+        await asyncio.to_thread(close_and_delete)
+        logger.info("stopped hosting %s-%d; its data is deleted", key[0], key[1])
 
     async def close(self) -> None:
         """Stop background work, release long polls, close every log (flush + marker)."""
@@ -95,12 +144,15 @@ class ReplicaManager:
     # --- lookup ------------------------------------------------------------------------
 
     def get_partition(self, topic: str, partition: int) -> Partition:
-        """The partition if it exists and is hosted here; 404 or 421 otherwise."""
-        p = self.partitions.get((topic, partition))
-        if p is not None and p.is_leader:
-            return p
+        """The partition if it exists and is hosted here; 404 or 421 otherwise.
+
+        ``topic`` is the name the caller knows (tenant-relative with the control plane); the
+        request's metadata view resolves it to the log key."""
         image = self.metadata.current()
         info = image.partition(topic, partition)  # raises UNKNOWN_TOPIC_OR_PARTITION
+        p = self.partitions.get((info.log_key, partition))
+        if p is not None and p.is_leader:
+            return p
         if info.leader != image.broker_id:
             url = image.broker_url(info.leader)
             raise NotLeaderOrFollowerError(

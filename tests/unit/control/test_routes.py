@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
@@ -28,6 +29,7 @@ USER = "user"  # a signed-in person, across their organisations (not tenant-scop
 TENANT = "tenant"  # tenant-scoped; readers read, members write
 ADMIN = "admin"  # tenant-scoped admin routes
 PLATFORM = "platform"  # platform staff only, cross-tenant by design
+BROKER = "broker"  # /internal/v1/: brokers only, by the shared cluster secret (test_cluster.py)
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,19 @@ ROUTES: dict[str, Route] = {
         _u("platform-organisation-quota", organisation=lambda w: w.b.org.slug),
         body=lambda w, m: {"max_topics": 100000},
     ),
+    "internal-broker-register": Route(
+        BROKER,
+        ("POST",),
+        _u("internal-broker-register"),
+        body=lambda w, m: {"broker_id": 7, "url": "http://127.0.0.1:9099"},
+    ),
+    "internal-broker-heartbeat": Route(
+        BROKER,
+        ("POST",),
+        _u("internal-broker-heartbeat"),
+        body=lambda w, m: {"broker_id": 7, "metadata_version": 0},
+    ),
+    "internal-metadata": Route(BROKER, ("GET",), _u("internal-metadata")),
 }
 
 
@@ -405,3 +420,23 @@ def test_garbage_bodies_never_cause_a_500(world, name, method):
         assert response.status_code < 500, (body, response.content[:300])
         if response.status_code >= 400:
             assert "error_code" in response.json()
+
+
+@pytest.mark.parametrize(("name", "method"), list(_cases(BROKER)))
+def test_broker_routes_need_the_cluster_secret(world, name, method):
+    """Internal routes: no credentials, a wrong secret, a tenant's admin key or an owner's or
+    staff session are all refused; the cluster secret is accepted."""
+    for client in (
+        APIClient(),
+        key_client(world.a.token(roles.ADMIN)),
+        session_client(world.a.users[roles.OWNER], world.a.org),
+        session_client(world.staff),
+    ):
+        _assert_error(_call(client, world, name, method), 401, "NOT_AUTHENTICATED")
+    wrong = APIClient()
+    wrong.credentials(HTTP_AUTHORIZATION="Cluster not-the-secret")
+    _assert_error(_call(wrong, world, name, method), 401, "NOT_AUTHENTICATED")
+    broker = APIClient()
+    broker.credentials(HTTP_AUTHORIZATION=f"Cluster {settings.SLUICE_CLUSTER_SECRET}")
+    _call(broker, world, "internal-broker-register", "POST")
+    assert _call(broker, world, name, method).status_code == 200

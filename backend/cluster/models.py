@@ -1,0 +1,65 @@
+"""The cluster: brokers, partition assignments, and the metadata log brokers pull.
+
+``MetadataRecord`` rows are state records keyed by ``(kind, key)``: ``value`` is the whole new
+state of that entity (a topic with its partition assignments, an API key's hash, an ACL...),
+``None`` a tombstone. ``ClusterState`` (one row) holds the head ``version`` and
+``log_start_version``: records at or below it may have been compacted away, so a broker asking
+for changes since an older version gets the full image instead (docs/metadata-log.md).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class ClusterState(models.Model):
+    """The single row (pk=1) that serialises metadata writers and counts versions."""
+
+    version = models.BigIntegerField(default=0)
+    log_start_version = models.BigIntegerField(default=0)
+
+
+class MetadataRecord(models.Model):
+    version = models.BigIntegerField(primary_key=True)
+    kind = models.CharField(max_length=32)
+    key = models.CharField(max_length=128)
+    value = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["version"]
+        indexes = [models.Index(fields=["kind", "key"], name="metadata_kind_key")]
+
+    def as_dict(self) -> dict:
+        return {"version": self.version, "kind": self.kind, "key": self.key, "value": self.value}
+
+
+class Broker(models.Model):
+    """A registered broker node; live while its heartbeats are recent."""
+
+    broker_id = models.PositiveIntegerField(primary_key=True)
+    url = models.CharField(max_length=500)
+    registered_at = models.DateTimeField(auto_now_add=True)
+    last_heartbeat_at = models.DateTimeField()
+    metadata_version = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["broker_id"]
+
+
+class PartitionAssignment(models.Model):
+    """Where one partition lives: replicas (the first is the preferred leader), the current
+    leader (-1: none) and its epoch, and the in-sync replicas."""
+
+    topic = models.ForeignKey("topics.Topic", on_delete=models.CASCADE, related_name="assignments")
+    partition = models.PositiveIntegerField()
+    replicas = models.JSONField(default=list)
+    leader = models.IntegerField(default=-1)
+    leader_epoch = models.IntegerField(default=0)
+    isr = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["topic_id", "partition"]
+        constraints = [
+            models.UniqueConstraint(fields=["topic", "partition"], name="uniq_topic_partition")
+        ]

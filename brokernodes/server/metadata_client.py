@@ -1,0 +1,274 @@
+"""``ControlPlaneMetadataSource``: the broker's metadata from the control plane's log.
+
+- ``start()``: load the cached image from ``<data_dir>/metadata-cache.json`` if there is one
+  (so a broker restarts while the control plane is down), register, and pull; without a cache
+  it retries (bounded backoff) until the control plane answers once.
+- Background tasks: heartbeats every ``heartbeat_interval`` (re-registering when the control
+  plane forgot this broker), and a long-poll loop ``GET /internal/v1/metadata?since=V&wait_ms=W``
+  that applies each delta (or full image) to a new immutable image, writes the cache
+  atomically (temp file, fsync, rename) and calls the listeners (``ReplicaManager.reconcile``,
+  WebSocket revocation...).
+- ``current()`` is one attribute read (plus the tenant view when a tenant key authenticated
+  the running request; see ``metadata``).
+
+Every internal request carries ``Authorization: Cluster <secret>`` (``SLUICE_CLUSTER_SECRET``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+import os
+import random
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+
+from brokernodes.server.metadata import ClusterMetadata, MetadataSource, current_tenant
+from brokernodes.server.metadata_image import State, apply_records, build_image
+
+logger = logging.getLogger("sluice.broker.metadata")
+
+CACHE_FILE = "metadata-cache.json"
+CACHE_FORMAT = 1
+
+
+class ControlPlaneError(RuntimeError):
+    pass
+
+
+class ControlPlaneMetadataSource(MetadataSource):
+    def __init__(
+        self,
+        control_plane_url: str,
+        *,
+        broker_id: int,
+        advertised_url: str,
+        secret: str,
+        data_dir: str,
+        wait_ms: int = 20_000,
+        heartbeat_interval_s: float = 2.0,
+        request_timeout_s: float = 10.0,
+        max_backoff_s: float = 5.0,
+    ) -> None:
+        self.base = control_plane_url.rstrip("/")
+        self.broker_id = broker_id
+        self.advertised_url = advertised_url.rstrip("/")
+        self.secret = secret
+        self.cache_path = os.path.join(data_dir, CACHE_FILE)
+        self.wait_ms = wait_ms
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.request_timeout_s = request_timeout_s
+        self.max_backoff_s = max_backoff_s
+        self.cluster_id = ""
+        self._state: State = {}
+        self._image: ClusterMetadata | None = None
+        self._listeners: list[Callable[[ClusterMetadata], Any]] = []
+        self._session: aiohttp.ClientSession | None = None
+        self._tasks: list[asyncio.Task] = []
+        self.registered = False
+
+    # --- MetadataSource ----------------------------------------------------------------
+
+    def current(self) -> ClusterMetadata:
+        image = self._image
+        if image is None:
+            raise RuntimeError("no metadata yet: await start() first")
+        tenant = current_tenant.get()
+        return image if tenant is None else image.for_tenant(tenant)
+
+    def global_image(self) -> ClusterMetadata:
+        assert self._image is not None
+        return self._image
+
+    @property
+    def version(self) -> int:
+        return self._image.version if self._image is not None else 0
+
+    def add_listener(self, listener: Callable[[ClusterMetadata], Any]) -> None:
+        self._listeners.append(listener)
+
+    async def start(self) -> None:
+        os.makedirs(os.path.dirname(self.cache_path) or ".", exist_ok=True)
+        self._session = aiohttp.ClientSession(
+            headers={"Authorization": f"Cluster {self.secret}"},
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.request_timeout_s),
+        )
+        cached = await asyncio.to_thread(self._load_cache)
+        if cached:
+            logger.info("metadata from the cache: version %d", self.version)
+        delay = 0.2
+        while True:
+            try:
+                await self._register()
+                await self._pull(wait_ms=0)
+                break
+            except (aiohttp.ClientError, ControlPlaneError, TimeoutError, ValueError) as e:
+                if cached:
+                    logger.warning("control plane unreachable (%s); serving the cached image", e)
+                    break
+                logger.warning("control plane unreachable (%s); retrying in %.1f s", e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.max_backoff_s)
+        self._tasks = [
+            asyncio.create_task(self._poll_loop(), name="metadata-poll"),
+            asyncio.create_task(self._heartbeat_loop(), name="metadata-heartbeat"),
+        ]
+
+    async def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        if self._session is not None:
+            await self._session.close()
+
+    # --- the control plane -------------------------------------------------------------
+
+    async def _request(self, method: str, path: str, *, timeout_s: float, **kw) -> dict:
+        assert self._session is not None
+        async with self._session.request(
+            method,
+            self.base + path,
+            timeout=aiohttp.ClientTimeout(total=timeout_s, sock_connect=self.request_timeout_s),
+            **kw,
+        ) as resp:
+            body = await resp.read()
+            if resp.status != 200:
+                raise ControlPlaneError(
+                    f"{method} {path} answered {resp.status}: {body[:200].decode(errors='replace')}"
+                )
+            return json.loads(body)
+
+    async def _register(self) -> None:
+        doc = await self._request(
+            "POST",
+            "/internal/v1/brokers/register",
+            json={"broker_id": self.broker_id, "url": self.advertised_url},
+            timeout_s=self.request_timeout_s,
+        )
+        self.cluster_id = str(doc["cluster_id"])
+        if "heartbeat_interval_ms" in doc:
+            self.heartbeat_interval_s = max(0.1, doc["heartbeat_interval_ms"] / 1000)
+        self.registered = True
+        logger.info("registered as broker %d with %s", self.broker_id, self.base)
+
+    async def _pull(self, *, wait_ms: int) -> None:
+        doc = await self._request(
+            "GET",
+            "/internal/v1/metadata",
+            params={"since": str(self.version), "wait_ms": str(wait_ms)},
+            timeout_s=wait_ms / 1000 + self.request_timeout_s,
+        )
+        await self.apply(doc)
+
+    async def apply(self, doc: dict) -> None:
+        """Apply one answer of the metadata route (a delta, or a full image with ``reset``)."""
+        records = doc.get("records") or []
+        version = int(doc["version"])
+        reset = bool(doc.get("reset"))
+        if not reset and not records and version == self.version and self._image is not None:
+            return
+        self.cluster_id = str(doc.get("cluster_id") or self.cluster_id)
+        self._state = apply_records(self._state, records, reset=reset)
+        self._image = build_image(
+            self._state, cluster_id=self.cluster_id, broker_id=self.broker_id, version=version
+        )
+        logger.info(
+            "metadata version %d (%s, %d records)",
+            version,
+            "image" if reset else "delta",
+            len(records),
+        )
+        await asyncio.to_thread(self._write_cache, self._image.version, dict(self._state))
+        for listener in list(self._listeners):
+            try:
+                result = listener(self._image)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                logger.exception("metadata listener %r failed", listener)
+
+    async def _poll_loop(self) -> None:
+        delay = 0.2
+        while True:
+            try:
+                await self._pull(wait_ms=self.wait_ms)
+                delay = 0.2
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                logger.warning("metadata pull failed (%s); retrying in %.1f s", e, delay)
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, self.max_backoff_s)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_interval_s)
+            try:
+                if not self.registered:
+                    await self._register()
+                await self._request(
+                    "POST",
+                    "/internal/v1/brokers/heartbeat",
+                    json={"broker_id": self.broker_id, "metadata_version": self.version},
+                    timeout_s=self.request_timeout_s,
+                )
+            except asyncio.CancelledError:
+                raise
+            except ControlPlaneError as e:
+                if " 404:" in str(e):  # the control plane forgot us (a new database)
+                    self.registered = False
+                logger.warning("heartbeat failed: %s", e)
+            except Exception as e:
+                logger.warning("heartbeat failed: %s", e)
+
+    # --- the on-disk cache -------------------------------------------------------------
+
+    def _write_cache(self, version: int, state: State) -> None:
+        doc = {
+            "format": CACHE_FORMAT,
+            "cluster_id": self.cluster_id,
+            "broker_id": self.broker_id,
+            "version": version,
+            "records": [{"kind": k, "key": key, "value": v} for (k, key), v in state.items()],
+        }
+        tmp = f"{self.cache_path}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(json.dumps(doc, separators=(",", ":")).encode())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.cache_path)
+        with contextlib.suppress(OSError):
+            dir_fd = os.open(os.path.dirname(self.cache_path) or ".", os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+    def _load_cache(self) -> bool:
+        try:
+            with open(self.cache_path, "rb") as f:
+                doc = json.loads(f.read())
+            if doc.get("format") != CACHE_FORMAT or doc.get("broker_id") != self.broker_id:
+                logger.warning("ignoring a metadata cache of another format or broker")
+                return False
+            self.cluster_id = str(doc["cluster_id"])
+            self._state = apply_records({}, doc["records"], reset=True)
+            self._image = build_image(
+                self._state,
+                cluster_id=self.cluster_id,
+                broker_id=self.broker_id,
+                version=int(doc["version"]),
+            )
+            return True
+        except FileNotFoundError:
+            return False
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            logger.warning("ignoring an unreadable metadata cache: %s", e)
+            return False

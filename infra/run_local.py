@@ -1,0 +1,327 @@
+"""Run the whole service on one machine, on the embedded defaults (``make up``).
+
+Starts, in order: ``migrate``; ``seed_demo --json`` (the demo organisation, owner and a new API
+key); the Django control plane (``manage.py runserver --noreload``, threaded: a development
+server, fine for one machine); ``--brokers`` broker processes (``python -m brokernodes
+--control-plane URL --broker-id N``) with data under ``<var>/brokers/N``; then creates the demo
+topic through the REST API, waits until its leader broker knows it, and prints the API URL,
+the demo credentials and a curl line that produces and one that consumes.
+
+Ctrl-C (SIGINT) or SIGTERM stops everything: brokers first (SIGTERM, they flush their logs),
+then the control plane; every wait is bounded and a process that does not stop in time is
+killed. If a child dies on its own, the others are stopped too and the exit status is 1.
+Children run in their own sessions, so a terminal's Ctrl-C reaches only this runner, which
+then stops them in that order.
+
+Everything is configurable for tests: ``--host``, ``--port``, ``--broker-ports``,
+``--var-dir``, ``--state-file`` (a JSON file written once ready: URLs, key, curl lines, pids).
+The cluster secret comes from ``SLUICE_CLUSTER_SECRET`` or is generated once into
+``<var>/cluster-secret`` (mode 0600).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import secrets
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 15.0
+
+
+class Runner:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.var = Path(args.var_dir).resolve()
+        self.procs: list[tuple[str, subprocess.Popen]] = []
+        self.stopping = False
+        self.python = args.python
+        self.cp_url = f"http://{args.host}:{args.port}"
+        self.env = dict(os.environ)
+        self.env.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "backend.settings.local",
+                "SLUICE_VAR_DIR": str(self.var),
+                "SLUICE_CLUSTER_SECRET": self.cluster_secret(),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+
+    # --- helpers -----------------------------------------------------------------------
+
+    def say(self, text: str = "") -> None:
+        print(text, flush=True)
+
+    def cluster_secret(self) -> str:
+        if os.environ.get("SLUICE_CLUSTER_SECRET"):
+            return os.environ["SLUICE_CLUSTER_SECRET"]
+        self.var.mkdir(parents=True, exist_ok=True)
+        path = self.var / "cluster-secret"
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_urlsafe(32))
+        return path.read_text().strip()
+
+    def manage(self, *argv: str, timeout: float = 120) -> str:
+        done = subprocess.run(
+            [self.python, "manage.py", *argv],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"manage.py {' '.join(argv)} failed:\n{done.stderr[-2000:]}")
+        return done.stdout
+
+    def spawn(self, name: str, argv: list[str], log: Path) -> subprocess.Popen:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                argv,
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.procs.append((name, proc))
+        return proc
+
+    def http(self, method: str, url: str, body: dict | None = None, key: str | None = None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(url, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if key:
+            req.add_header("Authorization", f"Bearer {key}")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def wait_until(self, what: str, check, timeout: float = READY_TIMEOUT_S):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_children()
+            with contextlib.suppress(OSError, ValueError):
+                result = check()
+                if result:
+                    return result
+            time.sleep(0.2)
+        raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
+
+    def check_children(self) -> None:
+        for name, proc in self.procs:
+            if proc.poll() is not None and not self.stopping:
+                raise SystemExit(f"{name} exited with status {proc.returncode}; see its log")
+
+    # --- start -------------------------------------------------------------------------
+
+    def start(self) -> dict:
+        a = self.args
+        (self.var / "logs").mkdir(parents=True, exist_ok=True)
+        self.say(f"Sluice: data and logs under {self.var}")
+        self.manage("migrate", "--noinput")
+        demo = json.loads(self.manage("seed_demo", "--json").strip().splitlines()[-1])
+        key = demo["api_key"]
+        self.spawn(
+            "control plane",
+            [self.python, "manage.py", "runserver", f"{a.host}:{a.port}", "--noreload"],
+            self.var / "logs" / "control-plane.log",
+        )
+        self.wait_until(
+            "the control plane", lambda: self.http("GET", f"{self.cp_url}/readyz")[0] == 200
+        )
+        ports = [int(p) for p in a.broker_ports.split(",")][: a.brokers]
+        if len(ports) < a.brokers:
+            raise SystemExit(f"--broker-ports names {len(ports)} ports for {a.brokers} brokers")
+        for i, port in enumerate(ports, start=1):
+            self.spawn(
+                f"broker {i}",
+                [
+                    self.python,
+                    "-m",
+                    "brokernodes",
+                    "--control-plane",
+                    self.cp_url,
+                    "--broker-id",
+                    str(i),
+                    "--host",
+                    a.host,
+                    "--port",
+                    str(port),
+                    "--data-dir",
+                    str(self.var / "brokers" / str(i)),
+                ],
+                self.var / "logs" / f"broker-{i}.log",
+            )
+        for port in ports:
+            url = f"http://{a.host}:{port}"
+            self.wait_until(
+                f"broker {url}", lambda u=url: self.http("GET", f"{u}/readyz")[0] == 200
+            )
+
+        status, doc = self.http(
+            "POST",
+            f"{self.cp_url}/api/v1/topics/",
+            {"name": a.topic, "partitions": a.partitions},
+            key,
+        )
+        if status not in (201, 409):
+            raise SystemExit(f"creating topic {a.topic!r} failed: {status} {doc}")
+
+        def leader():
+            status, meta = self.http(
+                "GET", f"http://{a.host}:{ports[0]}/sluice/v1/metadata", key=key
+            )
+            for t in meta.get("topics", []) if status == 200 else []:
+                if t["name"] == a.topic and t["partitions"][0]["leader"] >= 0:
+                    lead = t["partitions"][0]["leader"]
+                    urls = {b["id"]: b["url"] for b in meta["brokers"]}
+                    return meta["cluster_id"], urls.get(lead)
+            return None
+
+        cluster_id, leader_url = self.wait_until(f"topic {a.topic!r} on the brokers", leader)
+        # the leader itself must know the topic before the printed lines work
+        self.wait_until(
+            "the leader's metadata",
+            lambda: (
+                self.http(
+                    "GET",
+                    f"{leader_url}/sluice/v1/topics/{a.topic}/partitions/0/offsets",
+                    key=key,
+                )[0]
+                == 200
+            ),
+        )
+        body = json.dumps({"partition_id": 0, "value": {"type": "STRING", "data": "hello, sluice"}})
+        produce = (
+            f"curl -sS -X POST -H {shlex.quote('Authorization: Bearer ' + key)} "
+            f"-H 'Content-Type: application/json' --data {shlex.quote(body)} "
+            f"{leader_url}/v3/clusters/{cluster_id}/topics/{a.topic}/records"
+        )
+        consume = f"curl -sS -H {shlex.quote('Authorization: Bearer ' + key)} " + shlex.quote(
+            f"{leader_url}/sluice/v1/topics/{a.topic}/partitions/0/records?offset=0&format=text"
+        )
+        state = {
+            "api_url": f"{self.cp_url}/api/v1/",
+            "docs_url": f"{self.cp_url}/api/docs/",
+            "organisation": demo["organisation"],
+            "username": demo["username"],
+            "password": demo["password"],
+            "api_key": key,
+            "cluster_id": cluster_id,
+            "topic": a.topic,
+            "brokers": [f"http://{a.host}:{p}" for p in ports],
+            "leader_url": leader_url,
+            "curl_produce": produce,
+            "curl_consume": consume,
+            "pids": {name: p.pid for name, p in self.procs},
+            "runner_pid": os.getpid(),
+        }
+        self.say()
+        self.say("Sluice is up (the control plane runs on Django's development server).")
+        self.say(f"  API:        {state['api_url']}  (docs: {state['docs_url']})")
+        self.say("  Console:    not built yet; use the API docs above")
+        self.say(f"  Sign in:    {demo['username']} / {demo['password'] or '(unchanged)'}")
+        self.say(f"  API key:    {key}   (shown once)")
+        self.say(f"  Brokers:    {', '.join(state['brokers'])}")
+        self.say(f"  Topic:      {a.topic} (partition 0 led by {leader_url})")
+        self.say("  Produce:")
+        self.say(f"    {produce}")
+        self.say("  Consume:")
+        self.say(f"    {consume}")
+        self.say("Ctrl-C stops everything.")
+        if a.state_file:
+            tmp = f"{a.state_file}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(state, f)
+            os.replace(tmp, a.state_file)
+        return state
+
+    # --- stop --------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Brokers first (they flush), then the control plane; bounded waits, then kill."""
+        self.stopping = True
+        brokers = [p for name, p in self.procs if name.startswith("broker")]
+        others = [p for name, p in self.procs if not name.startswith("broker")]
+        for group in (brokers, others):
+            for p in group:
+                if p.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        p.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            for p in group:
+                try:
+                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(p.pid, signal.SIGKILL)
+                    p.wait(timeout=5)
+        self.say("Sluice stopped.")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    env = os.environ.get
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--host", default=env("HOST", "127.0.0.1"))
+    p.add_argument("--port", type=int, default=int(env("PORT", "8000")))
+    p.add_argument("--brokers", type=int, default=3)
+    p.add_argument("--broker-ports", default=env("SLUICE_BROKER_PORTS", "9092,9093,9094"))
+    p.add_argument("--var-dir", default=env("SLUICE_VAR_DIR", str(ROOT / "var")))
+    p.add_argument("--topic", default="demo-events")
+    p.add_argument("--partitions", type=int, default=3)
+    p.add_argument("--state-file", default=None, help="write a JSON status file once ready")
+    p.add_argument("--python", default=sys.executable)
+    return p.parse_args(argv)
+
+
+class _Stop(Exception):
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    runner = Runner(parse_args(argv))
+
+    def on_signal(signum, frame):
+        raise _Stop()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    status = 0
+    try:
+        runner.start()
+        while True:
+            time.sleep(0.5)
+            runner.check_children()
+    except _Stop:
+        pass
+    except SystemExit as e:
+        print(f"Sluice: {e}", file=sys.stderr, flush=True)
+        status = 1
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        runner.stop()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

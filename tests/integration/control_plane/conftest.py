@@ -1,0 +1,206 @@
+"""A real control plane (``manage.py runserver`` on a free port, a temp SQLite database) and
+real brokers pulling metadata from it. Every wait is bounded; every process is stopped when
+the test ends."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[3]
+SECRET = "integration-cluster-secret"
+READY_TIMEOUT_S = 30.0
+
+
+def http(
+    method: str, url: str, body=None, *, key: str | None = None, timeout: float = 10.0
+) -> tuple[int, dict]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    if key:
+        req.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            raw = r.read()
+            return r.status, (json.loads(raw) if raw else {})
+    except urllib.error.HTTPError as e:
+        with contextlib.closing(e):
+            raw = e.read()
+            return e.code, (json.loads(raw) if raw else {})
+
+
+def wait_for(what: str, check: Callable[[], object], timeout: float = 15.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            last = check()
+            if last:
+                return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+
+
+@dataclass
+class Proc:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    url: str
+    proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT
+            )
+
+    def wait_ready(self, path: str = "/readyz", timeout: float = READY_TIMEOUT_S) -> None:
+        def ready():
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{self.name} exited:\n{self.output()}")
+            try:
+                return http("GET", self.url + path, timeout=1)[0] == 200
+            except (urllib.error.URLError, OSError):
+                return False
+
+        wait_for(f"{self.name} ready", ready, timeout)
+
+    def output(self) -> str:
+        with contextlib.suppress(OSError):
+            return self.log.read_text(errors="replace")[-6000:]
+        return ""
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+@dataclass
+class ControlPlane:
+    workdir: Path
+    port: int
+    env: dict[str, str]
+    server: Proc | None = None
+    brokers: list[Proc] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def manage(self, *argv: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *argv],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout
+
+    def tenant(self, slug: str) -> dict:
+        """A new organisation with an admin service account; returns seed_demo's JSON."""
+        out = self.manage(
+            "seed_demo",
+            "--json",
+            "--organisation",
+            slug,
+            "--username",
+            f"{slug}-owner",
+            "--service-account",
+            f"{slug}-app",
+        )
+        return json.loads(out.strip().splitlines()[-1])
+
+    def api(self, method: str, path: str, body=None, *, key: str) -> tuple[int, dict]:
+        return http(method, f"{self.url}/api/v1/{path}", body, key=key)
+
+    def start_broker(self, broker_id: int, port: int | None = None) -> Proc:
+        port = port or free_port()
+        data = self.workdir / f"broker-{broker_id}"
+        argv = [
+            sys.executable,
+            "-m",
+            "brokernodes",
+            "--control-plane",
+            self.url,
+            "--broker-id",
+            str(broker_id),
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data),
+            "--no-fsync",
+        ]
+        b = Proc(
+            f"broker {broker_id}",
+            argv,
+            self.env,
+            self.workdir / f"broker-{broker_id}.log",
+            f"http://127.0.0.1:{port}",
+        )
+        b.data_dir = data  # type: ignore[attr-defined]
+        b.start()
+        self.brokers.append(b)
+        b.wait_ready()
+        return b
+
+    def start_server(self) -> None:
+        self.server = Proc(
+            "control plane",
+            [sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"],
+            self.env,
+            self.workdir / "control-plane.log",
+            self.url,
+        )
+        self.server.start()
+        self.server.wait_ready()
+
+
+@pytest.fixture
+def control_plane(tmp_path) -> Iterator[ControlPlane]:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "backend.settings.local",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'control-plane.sqlite3'}",
+        "SLUICE_VAR_DIR": str(tmp_path / "var"),
+        "SLUICE_CLUSTER_SECRET": SECRET,
+        "SLUICE_BROKER_HEARTBEAT_INTERVAL_S": "0.5",
+        "PYTHONUNBUFFERED": "1",
+    }
+    cp = ControlPlane(tmp_path, free_port(), env)
+    cp.manage("migrate", "--noinput")
+    cp.start_server()
+    try:
+        yield cp
+    finally:
+        for b in cp.brokers:
+            b.stop()
+        if cp.server is not None:
+            cp.server.stop()

@@ -1,0 +1,178 @@
+"""FollowerState and epoch-based truncation (KIP-101, KIP-279), including the classic
+divergence scenarios that truncating to the high watermark gets wrong."""
+
+from __future__ import annotations
+
+from brokernodes.replication import errors
+from brokernodes.replication.follower import (
+    FollowerPhase,
+    FollowerState,
+    TruncationDecision,
+    out_of_range_decision,
+    truncation_decision,
+)
+from brokernodes.replication.leader import answer_offsets_for_leader_epoch
+from brokernodes.storage import leader_epoch as le
+
+E = le.EpochEntry
+
+
+def entries_of(log):
+    """Epoch entries of a log given as a list of epochs (offset = index)."""
+    out: list[le.EpochEntry] = []
+    for off, epoch in enumerate(log):
+        out = le.assign(out, epoch, off) or out
+    return out
+
+
+def reconcile(follower_log, leader_log, *, leader_entries=None):
+    """Run the follower's truncation against a leader until done; return the kept log."""
+    f = FollowerState(replica_id=1)
+    f.become_follower(0, 99)
+    log = list(follower_log)
+    lentries = leader_entries if leader_entries is not None else entries_of(leader_log)
+    for _ in range(10):
+        req = f.epoch_request(entries_of(log))
+        if req is None:
+            return log
+        err, epoch, end = answer_offsets_for_leader_epoch(
+            lentries, len(leader_log), 99, req.current_leader_epoch, req.requested_epoch
+        )
+        d = f.on_epoch_response(err, epoch, end, entries_of(log), len(log), 0)
+        log = [] if d.start_at is not None else log[: d.truncate_to]
+        if d.completed:
+            assert f.phase is FollowerPhase.FETCHING
+            return log
+    raise AssertionError("no convergence")
+
+
+def test_kip101_scenario1_hw_truncation_would_lose_a_committed_record():
+    # A (leader, epoch 0) has m1, m2; B fetched both, but B's HW is still 1 when it restarts.
+    # Truncating to its HW would drop m2, which A's HW already covers; then A dies and B
+    # leads without m2. With epochs B asks A (epoch 0 -> end 2) and keeps m2.
+    leader_log = [0, 0]
+    follower_log = [0, 0]
+    assert reconcile(follower_log, leader_log) == [0, 0]
+
+
+def test_kip101_scenario2_fast_leader_change_with_unflushed_tail():
+    # A had m1, m2 (epoch 0), B only m1. Both lose power; B comes back first, becomes leader
+    # in epoch 1 and writes m3 at offset 1. A returns with m2 at offset 1 (its HW was 2):
+    # truncating by HW keeps m2 and the logs diverge at offset 1. By epoch, B answers
+    # (0, 1) and A cuts m2, then fetches m3.
+    new_leader = [0, 1]
+    old_leader = [0, 0]
+    assert reconcile(old_leader, new_leader) == [0]
+
+
+def test_kip279_follower_missing_the_leaders_epoch_asks_again():
+    # Follower has epochs 1, 2 (2 was never seen by the leader), leader went 1 -> 3.
+    leader_log = [1, 1, 1, 3, 3]
+    follower_log = [1, 1, 2, 2, 2, 2]
+    # asked for 2, the leader answers (1, 3); the follower's epoch 1 ends at 2: keep [0, 2)
+    assert reconcile(follower_log, leader_log) == [1, 1]
+
+
+def test_kip279_repeated_rounds_through_several_unknown_epochs():
+    # Follower saw epochs 1, 2, 4; the leader only 1, 3, 5.
+    leader_log = [1, 1, 3, 3, 5, 5, 5]
+    follower_log = [1, 1, 1, 2, 4, 4]
+    kept = reconcile(follower_log, leader_log)
+    assert kept == [1, 1]
+    assert kept == leader_log[: len(kept)]
+
+
+def test_decision_intermediate_when_epoch_differs():
+    follower = entries_of([1, 1, 2, 2])
+    d = truncation_decision(
+        follower, 4, leader_epoch=0, leader_end_offset=1, leader_log_start_offset=0
+    )
+    # below every follower epoch: the follower's answer is its first start (KIP-279)
+    assert d == TruncationDecision(0, True)
+    d = truncation_decision(
+        follower, 4, leader_epoch=3, leader_end_offset=9, leader_log_start_offset=0
+    )
+    assert d == TruncationDecision(4, True)
+    follower = entries_of([1, 1, 3, 3])
+    d = truncation_decision(
+        follower, 4, leader_epoch=2, leader_end_offset=3, leader_log_start_offset=0
+    )
+    assert d == TruncationDecision(2, False)  # follower has no epoch 2: cut to epoch 1's end
+    d = truncation_decision(
+        follower, 4, leader_epoch=1, leader_end_offset=3, leader_log_start_offset=0
+    )
+    assert d == TruncationDecision(2, True)
+
+
+def test_never_truncates_above_own_leo():
+    follower = entries_of([0, 0])
+    d = truncation_decision(
+        follower, 2, leader_epoch=0, leader_end_offset=10, leader_log_start_offset=0
+    )
+    assert d.truncate_to == 2 and d.completed
+
+
+def test_undefined_answer_restarts_at_leader_log_start():
+    follower = entries_of([0, 0, 0])
+    d = truncation_decision(follower, 3, -1, -1, leader_log_start_offset=7)
+    assert d == TruncationDecision(None, True, start_at=7)
+    assert reconcile([0, 0, 0], [], leader_entries=[]) == []
+
+
+def test_empty_follower_log_fetches_at_once():
+    f = FollowerState(replica_id=1)
+    f.become_follower(0, 3)
+    assert f.epoch_request([]) is None
+    assert f.phase is FollowerPhase.FETCHING
+    req = f.fetch_request(0)
+    assert (req.fetch_offset, req.current_leader_epoch) == (0, 3)
+
+
+def test_fetch_waits_for_truncation_and_carries_epochs():
+    f = FollowerState(replica_id=2, broker_epoch=11)
+    f.become_follower(0, 4)
+    assert f.fetch_request(5) is None
+    req = f.epoch_request([E(2, 0)])
+    assert (req.requested_epoch, req.current_leader_epoch) == (2, 4)
+    assert f.on_epoch_response(errors.FENCED_LEADER_EPOCH, -1, -1, [E(2, 0)], 5) is None
+    assert f.phase is FollowerPhase.TRUNCATING
+    d = f.on_epoch_response(errors.NONE, 2, 5, [E(2, 0)], 5)
+    assert d.completed and f.phase is FollowerPhase.FETCHING
+    req = f.fetch_request(5)
+    assert (req.replica_id, req.fetch_offset, req.current_leader_epoch, req.broker_epoch) == (
+        2,
+        5,
+        4,
+        11,
+    )
+
+
+def test_leader_change_restarts_truncation_and_stale_epochs_are_ignored():
+    f = FollowerState(replica_id=1)
+    assert f.become_follower(0, 4)
+    f.epoch_request([])
+    assert f.phase is FollowerPhase.FETCHING
+    assert not f.become_follower(2, 3)
+    assert f.phase is FollowerPhase.FETCHING
+    assert f.become_follower(2, 5)
+    assert f.phase is FollowerPhase.TRUNCATING
+
+
+def test_fetch_error_returns_to_truncation():
+    f = FollowerState(replica_id=1)
+    f.become_follower(0, 1)
+    f.epoch_request([])
+    f.on_fetch_error(errors.FENCED_LEADER_EPOCH)
+    assert f.phase is FollowerPhase.TRUNCATING
+
+
+def test_follower_hw_is_leaders_capped_at_own_leo():
+    f = FollowerState(replica_id=1)
+    assert f.on_fetch_response(10, 7) == 7
+    assert f.on_fetch_response(5, 9) == 5
+
+
+def test_out_of_range():
+    assert out_of_range_decision(12, 0, 10) == TruncationDecision(10, True)
+    assert out_of_range_decision(3, 5, 10) == TruncationDecision(None, True, start_at=5)
+    assert out_of_range_decision(7, 5, 10) == TruncationDecision(None, True)
