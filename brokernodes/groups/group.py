@@ -245,6 +245,10 @@ class ConsumerGroup:
                 return self._rejoin_static(static, member_id, subs)
         member = self.members.get(member_id) if member_id else None
         if member is not None:
+            if member.instance_id is not None and member.instance_id != instance_id:
+                raise InvalidGroupRequestError(
+                    f"member {member_id!r} is static member {member.instance_id!r}"
+                )
             # A known member rejoining with epoch 0 has given up everything it held.
             self._release(member, member.holds)
             member.assigned = member.revoking = EMPTY
@@ -252,8 +256,7 @@ class ConsumerGroup:
             member.state = MemberState.STABLE
             member.revocation_deadline_ms = None
             member.left = False
-            if instance_id is not None:
-                member.instance_id = instance_id
+            member.instance_id = instance_id
             if subs is not None and subs != member.subscriptions:
                 member.subscriptions = subs
                 self._bump_group_epoch()
@@ -286,6 +289,8 @@ class ConsumerGroup:
             new_id = old.member_id
         else:
             new_id = member_id or self.member_id_factory()
+            if new_id in self.members:
+                raise InvalidGroupRequestError(f"member id {new_id!r} belongs to another member")
         # The new incarnation owns nothing yet: what the old one was revoking is free now.
         self._release(old, old.revoking)
         member = Member(

@@ -110,7 +110,7 @@ class Broker:
             return partition_for_key(entry.key, n)
         broker_id = self.image.broker_id
         led = [p.partition for p in topic.partitions if p.leader == broker_id]
-        return self._sticky[topic.name].partition(None, n, led or None)
+        return self._sticky[topic.topic_id].partition(None, n, led or None)
 
     async def produce_entries(
         self, topic_name: str, entries: Sequence[ProduceEntry], *, acks: int = 1
@@ -132,7 +132,7 @@ class Broker:
         await asyncio.gather(
             *(self._append_entries(topic_name, p, rs, acks) for p, rs in by_partition.items())
         )
-        sticky = self._sticky.get(topic_name)
+        sticky = self._sticky.get(topic.topic_id)
         if sticky is not None and sticky.sticky_partition is not None:
             led = [p.partition for p in topic.partitions if p.leader == self.image.broker_id]
             sticky.on_new_batch(sticky.sticky_partition, len(topic.partitions), led or None)

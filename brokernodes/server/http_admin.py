@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hmac
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from brokernodes.errors import UnauthenticatedError
 from brokernodes.server.http_util import auth_header, json_response
 
 if TYPE_CHECKING:
@@ -24,6 +26,15 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         return json_response({"status": state}, 503)
 
     async def metrics(request: web.Request) -> web.Response:
+        # Metrics name every tenant's topics: with the control plane they are for operators
+        # (the cluster secret); a static-file broker (tests, benchmarks) keeps them open.
+        secret = broker.config.cluster_secret
+        if secret and not hmac.compare_digest(
+            (auth_header(request) or "").encode(), f"Cluster {secret}".encode()
+        ):
+            raise UnauthenticatedError(
+                "/metrics needs the operators' credential: Authorization: Cluster <secret>"
+            )
         return web.Response(
             body=broker.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST}
         )
@@ -35,7 +46,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         for t in image.topics.values():
             parts = []
             for p in t.partitions:
-                hosted = broker.replicas.partitions.get((t.name, p.partition))
+                hosted = broker.replicas.partitions.get((p.log_key, p.partition))
                 log = hosted.log if hosted is not None else None
                 parts.append(
                     {

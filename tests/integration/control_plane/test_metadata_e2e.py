@@ -4,9 +4,14 @@ broker's data plane; a broker restarts from its metadata cache without the contr
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 
-from .conftest import ControlPlane, http, wait_for
+import pytest
+
+from .conftest import SECRET, ControlPlane, http, wait_for
 
 
 def produce(broker, topic: str, value: str, key: str, partition: int = 0):
@@ -192,3 +197,25 @@ def test_websockets_are_tenant_scoped_and_close_on_revocation(control_plane: Con
     records, code = asyncio.run(asyncio.wait_for(consume_until_revoked(), 30))
     assert [r["value"] for r in records] == ["w"]
     assert code is not None and code >= 1000
+
+
+def test_metrics_are_for_operators_only(control_plane: ControlPlane):
+    """/metrics names every tenant's topics: a tenant's key is refused, the cluster secret
+    (the operators' credential) is let in."""
+    cp = control_plane
+    key = cp.tenant("alpha")["api_key"]
+    broker = cp.start_broker(1)
+    url = f"{broker.url}/metrics"
+    assert urllib.request.urlopen(f"{broker.url}/healthz", timeout=5).status == 200
+    for header in (None, f"Bearer {key}", "Cluster wrong-secret"):
+        request = urllib.request.Request(url)
+        if header:
+            request.add_header("Authorization", header)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=5)
+        assert refused.value.code == 401
+        assert json.loads(refused.value.read())["error_code"] == "UNAUTHENTICATED"
+    request = urllib.request.Request(url, headers={"Authorization": f"Cluster {SECRET}"})
+    with urllib.request.urlopen(request, timeout=5) as r:
+        assert r.status == 200
+        assert b"sluice_bytes_in_total" in r.read()

@@ -259,3 +259,14 @@ def test_describe_is_json_friendly():
     d = g.describe()
     assert d["state"] == "stable" and d["assignor"] == "range"
     assert d["members"][0]["assignment"] == [["t", p] for p in range(6)]
+
+
+def test_member_ids_cannot_be_hijacked():
+    g = new_group()
+    g.heartbeat(None, 0, 0, subscriptions=["t"], instance_id="host-a")
+    g.heartbeat(None, 0, 0, subscriptions=["t"], instance_id="host-b")
+    with pytest.raises(InvalidGroupRequestError):  # host-a restarting under host-b's id
+        g.heartbeat("m2", 0, 1, subscriptions=["t"], instance_id="host-a")
+    with pytest.raises(InvalidGroupRequestError):  # a dynamic member claiming a static id
+        g.heartbeat("m1", 0, 1, subscriptions=["t"])
+    assert set(g.members) == {"m1", "m2"}

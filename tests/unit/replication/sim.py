@@ -74,7 +74,7 @@ class Cluster:
         self.outstanding: list[tuple[LeaderState, list[Record]]] = []
         self.acked: dict[int, Record] = {}
         self.committed: dict[int, Record] = {}
-        self.hw_seen: dict[int, int] = {}
+        self.hw_seen: tuple[LeaderState | None, int] = (None, 0)
         self.unclean_elections = 0
         self.elections = 0
         self.counts = {"acks_all": 0, "not_enough_replicas": 0, "after_append": 0, "dropped": 0}
@@ -319,10 +319,10 @@ class Cluster:
         if lr is None or lr.leader is None:
             return
         ls = lr.leader
-        key = id(ls)
-        if ls.high_watermark < self.hw_seen.get(key, 0):
+        seen_ls, seen_hw = self.hw_seen
+        if seen_ls is ls and ls.high_watermark < seen_hw:
             raise Violation("the high watermark moved back on a leader")
-        self.hw_seen[key] = ls.high_watermark
+        self.hw_seen = (ls, ls.high_watermark)
         if ls.high_watermark > lr.leo:
             raise Violation("HW above the leader's LEO")
         hw = ls.high_watermark

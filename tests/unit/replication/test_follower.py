@@ -3,6 +3,9 @@ divergence scenarios that truncating to the high watermark gets wrong."""
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from brokernodes.replication import errors
 from brokernodes.replication.follower import (
     FollowerPhase,
@@ -176,3 +179,35 @@ def test_out_of_range():
     assert out_of_range_decision(12, 0, 10) == TruncationDecision(10, True)
     assert out_of_range_decision(3, 5, 10) == TruncationDecision(None, True, start_at=5)
     assert out_of_range_decision(7, 5, 10) == TruncationDecision(None, True)
+
+
+@st.composite
+def diverged_logs(draw):
+    """A follower and a leader log sharing a prefix, then written by different leaders:
+    every epoch has one leader, so the suffixes share no epoch (at most one of them goes
+    on with the prefix's last epoch)."""
+    prefix = sorted(draw(st.lists(st.integers(0, 3), max_size=8)))
+    base = (prefix[-1] + 1) if prefix else 0
+    pool = list(range(base, base + 8))
+    mine = draw(st.lists(st.booleans(), min_size=len(pool), max_size=len(pool)))
+    f_epochs = [e for e, m in zip(pool, mine, strict=True) if m]
+    l_epochs = [e for e, m in zip(pool, mine, strict=True) if not m]
+    cont = draw(st.sampled_from(["none", "follower", "leader"])) if prefix else "none"
+    if cont == "follower":
+        f_epochs = [prefix[-1], *f_epochs]
+    elif cont == "leader":
+        l_epochs = [prefix[-1], *l_epochs]
+    f_suffix = sorted(draw(st.lists(st.sampled_from(f_epochs), max_size=8))) if f_epochs else []
+    l_suffix = sorted(draw(st.lists(st.sampled_from(l_epochs), max_size=8))) if l_epochs else []
+    return prefix, prefix + f_suffix, prefix + l_suffix
+
+
+@settings(max_examples=500, deadline=None)
+@given(diverged_logs())
+def test_truncation_finds_the_exact_divergence_point(logs):
+    prefix, follower_log, leader_log = logs
+    # the leader assigned its current epoch at its log end when it was elected
+    current = 100
+    lentries = le.assign(entries_of(leader_log), current, len(leader_log))
+    kept = reconcile(follower_log, leader_log, leader_entries=lentries)
+    assert kept == prefix
