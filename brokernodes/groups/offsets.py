@@ -102,11 +102,9 @@ class OffsetStore:
         self, group_id: str, partitions: Iterable[TopicPartition] | None = None
     ) -> list[Record]:
         """Drop committed offsets (``OffsetDelete`` or a group delete); returns tombstones."""
+        wanted = None if partitions is None else {TopicPartition(*tp) for tp in partitions}
         keys = [
-            k
-            for k in self.offsets
-            if k.group == group_id
-            and (partitions is None or k.tp in {TopicPartition(*tp) for tp in partitions})
+            k for k in self.offsets if k.group == group_id and (wanted is None or k.tp in wanted)
         ]
         for k in keys:
             del self.offsets[k]
