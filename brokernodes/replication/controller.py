@@ -136,15 +136,17 @@ def elect_leader(
     *,
     unclean_enabled: bool = False,
 ) -> Election | None:
-    """Elect a leader (new epoch) for a partition whose leader is gone or must move; None
-    if no replica is eligible. The current leader is not a candidate when it is not
-    eligible itself. From the ELR or uncleanly, the new ISR is the leader alone."""
+    """Elect a leader (new epoch) for a partition whose leader is gone or must move.
+
+    The current leader stays (no change) if it is still the first eligible ISR member. When
+    no replica is eligible: an ``Election`` of ``NO_LEADER`` (new epoch, partition offline)
+    if there was a leader, None if the partition was already offline. From the ELR or
+    uncleanly, the new ISR is the leader alone."""
     choice = choose_leader(reg, brokers, unclean_enabled=unclean_enabled)
     if choice is None:
         if reg.leader == NO_LEADER:
             return None
-        new = _bump(replace(reg, leader=NO_LEADER), leader=None)
-        return Election(replace(new, leader_epoch=reg.leader_epoch + 1), NO_LEADER)
+        return Election(_bump(reg, leader=NO_LEADER), NO_LEADER)
     leader, unclean, from_elr = choice
     new = reg
     if unclean:
