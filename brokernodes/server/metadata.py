@@ -245,7 +245,7 @@ class MetadataSource:
     (the calling request's tenant view when a tenant key authenticated it)."""
 
     def current(self) -> ClusterMetadata:
-        raise NotImplementedError
+        raise NotImplementedError("a MetadataSource subclass provides current()")
 
     def global_image(self) -> ClusterMetadata:
         """The whole cluster's image, whatever request is running."""

@@ -15,6 +15,8 @@ from brokernodes.errors import (
     MessageTooLargeError,
     OffsetOutOfRangeError,
 )
+from brokernodes.records import batch as records_batch
+from brokernodes.records.compression import Compression
 from brokernodes.records.header import read_header
 from brokernodes.storage.config import LogConfig
 from brokernodes.storage.log import (
@@ -504,9 +506,8 @@ def test_truncate_below_first_segment(log):
 
 
 def test_encode_batch_from_records_package_is_accepted(log):
-    batch_mod = pytest.importorskip("brokernodes.records.batch")
-    data = batch_mod.encode_batch(
-        [batch_mod.Record(timestamp=5, key=b"k", value=b"v", headers=[])], base_offset=9
+    data = records_batch.encode_batch(
+        [records_batch.Record(timestamp=5, key=b"k", value=b"v", headers=[])], base_offset=9
     )
     info = log.append(data)
     assert info.first_offset == 0
@@ -514,15 +515,13 @@ def test_encode_batch_from_records_package_is_accepted(log):
 
 
 def test_compressed_batches_are_stored_as_they_came(log):
-    batch_mod = pytest.importorskip("brokernodes.records.batch")
-    compression = pytest.importorskip("brokernodes.records.compression")
-    records = [batch_mod.Record(timestamp=10 + i, key=b"k", value=b"v" * 50) for i in range(20)]
-    data = batch_mod.encode_batch(records, compression=compression.Compression.ZSTD)
+    records = [records_batch.Record(timestamp=10 + i, key=b"k", value=b"v" * 50) for i in range(20)]
+    data = records_batch.encode_batch(records, compression=Compression.ZSTD)
     log.append(make_batch(3))
     info = log.append(data, leader_epoch=2)
     assert (info.first_offset, info.last_offset, info.max_timestamp) == (3, 22, 29)
     stored = log.read(3, 1).read_bytes()
-    decoded = batch_mod.decode_batch(stored)
+    decoded = records_batch.decode_batch(stored)
     assert [r.offset for r in decoded.records] == list(range(3, 23))
     assert decoded.header.partition_leader_epoch == 2
 
