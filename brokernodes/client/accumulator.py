@@ -3,7 +3,7 @@
 A ``ProducerBatch`` collects ``Record`` tuples for one partition until it is full
 (``batch_size`` bytes, estimated) or its linger time is up; the sender then encodes it once,
 with the producer id, epoch and base sequence, and keeps those bytes for every retry so the
-broker can recognise a resend. ``send`` returns a ``RecordFuture``: two slots (batch, index),
+broker can recognise a resend. ``send`` returns a ``RecordFuture``: a (batch, index) pair,
 no per-record asyncio future; its metadata is derived when asked for.
 """
 
@@ -164,45 +164,60 @@ def _run_callback(fn: Callable, batch: ProducerBatch, index: int) -> None:
         log.exception("delivery callback %r raised", fn)
 
 
-class RecordFuture:
+class RecordFuture(tuple):
     """The delivery of one record: ``await fut`` (async) or ``fut.result(timeout)`` (sync)
-    give its ``RecordMetadata`` or raise its error."""
+    give its ``RecordMetadata`` or raise its error.
 
-    __slots__ = ("_batch", "_index")
+    A ``(batch, index)`` pair: a tuple subclass, so the producer makes one with a single C
+    call (``tuple.__new__``) instead of a Python ``__init__``. Compares by identity."""
 
-    def __init__(self, batch: ProducerBatch, index: int) -> None:
-        self._batch = batch
-        self._index = index
+    __slots__ = ()
+
+    def __new__(cls, batch: ProducerBatch, index: int) -> RecordFuture:
+        return tuple.__new__(cls, (batch, index))
+
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    @property
+    def _batch(self) -> ProducerBatch:
+        return self[0]
+
+    @property
+    def _index(self) -> int:
+        return self[1]
 
     def __repr__(self) -> str:
-        state = "pending" if not self._batch.done else (self._batch.error or "delivered")
-        return f"<RecordFuture {self._batch.topic}-{self._batch.partition} {state}>"
+        batch = self[0]
+        state = "pending" if not batch.done else (batch.error or "delivered")
+        return f"<RecordFuture {batch.topic}-{batch.partition} {state}>"
 
     def done(self) -> bool:
-        return self._batch.done
+        return self[0].done
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
-        batch = self._batch
+        batch = self[0]
         batch.wait_blocking(timeout)
         if batch.error is not None:
             raise batch.error
-        return batch.metadata(self._index)
+        return batch.metadata(self[1])
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        self._batch.wait_blocking(timeout)
-        return self._batch.error
+        self[0].wait_blocking(timeout)
+        return self[0].error
 
     def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
         """``fn(future)`` when done (on the producer's event loop thread)."""
-        self._batch.add_callback(self._index, lambda _e, _m: fn(self))
+        self[0].add_callback(self[1], lambda _e, _m: fn(self))
 
     def __await__(self):
-        batch = self._batch
+        batch = self[0]
         if not batch.done:
             yield from batch.wait().__await__()
         if batch.error is not None:
             raise batch.error
-        return batch.metadata(self._index)
+        return batch.metadata(self[1])
 
 
 class PartitionQueue:

@@ -8,6 +8,10 @@ Each assigned partition has one fetch task that keeps one binary fetch outstandi
 partition's buffer for ``poll``: fetching runs ahead of processing, bounded by
 ``max_buffered_bytes`` per partition. A fetch outside the log (OFFSET_OUT_OF_RANGE) resets the
 position per ``auto_offset_reset``: ``earliest``, ``latest``, or ``none`` (``poll`` raises).
+
+With ``fetch_mode="websocket"`` the fetch task holds a ``/ws/consume`` stream (binary)
+instead: the broker pushes batches as they are appended, within the byte credit the task
+grants (``max_buffered_bytes``, given back as ``poll`` makes room).
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 from urllib.parse import quote
+
+import aiohttp
+import orjson
 
 from brokernodes.client._loop import LoopThread
 from brokernodes.client.http import HttpTransport
@@ -46,6 +53,10 @@ __all__ = ["AsyncConsumer", "Consumer", "ConsumerRecord", "OffsetAndTimestamp", 
 log = logging.getLogger("brokernodes.client.consumer")
 
 RESET_POLICIES = ("earliest", "latest", "none")
+FETCH_MODES = ("long_poll", "websocket")
+WS_CONSUME_PATH = "/sluice/v1/ws/consume"
+# Error codes the consume stream sends that HTTP would answer with a 5xx (so: retriable).
+_WS_SERVER_ERRORS = frozenset({"UNKNOWN_SERVER_ERROR", "KAFKA_STORAGE_ERROR"})
 
 
 class ConsumerRecord(NamedTuple):
@@ -121,8 +132,13 @@ class AsyncConsumer:
         request_timeout_ms: float = 30_000,
         retry_backoff_ms: float = 100,
         check_crcs: bool = True,
+        fetch_mode: str = "long_poll",
         transport: HttpTransport | None = None,
     ) -> None:
+        if fetch_mode not in FETCH_MODES:
+            raise ValueError(
+                f"fetch_mode must be one of {', '.join(FETCH_MODES)}, not {fetch_mode!r}"
+            )
         if auto_offset_reset not in RESET_POLICIES:
             raise ValueError(
                 f"auto_offset_reset must be one of {', '.join(RESET_POLICIES)}, "
@@ -137,6 +153,7 @@ class AsyncConsumer:
         self.max_buffered_bytes = max_buffered_bytes
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.check_crcs = check_crcs
+        self.fetch_mode = fetch_mode
         # A long poll answers after max_wait_ms at the latest: give it that on top.
         self._transport = transport or HttpTransport(
             api_key,
@@ -447,7 +464,10 @@ class AsyncConsumer:
 
     async def _fetch_loop(self, state: _PartitionState) -> None:
         try:
-            await self._fetch(state)
+            if self.fetch_mode == "websocket":
+                await self._fetch_ws(state)
+            else:
+                await self._fetch(state)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # e.g. the reset after OFFSET_OUT_OF_RANGE failed
@@ -526,6 +546,124 @@ class AsyncConsumer:
                 if added:
                     self._data.set()
 
+    # --- fetching over the WebSocket consume stream (fetch_mode="websocket") ---------------
+
+    async def _fetch_ws(self, state: _PartitionState) -> None:
+        """One ``/ws/consume`` stream per partition (``format=binary``): the broker pushes
+        batches as they are appended, within the credit this side grants. The credit window
+        is ``max_buffered_bytes``: each frame's bytes are granted again at once while the
+        partition's buffer has room, else when ``poll`` makes room. A stream that ends or
+        breaks is reopened at the next offset after a backoff."""
+        tp = state.tp
+        attempt = 0
+        while True:
+            ws = None
+            progress = [0]
+            try:
+                if state.fetch_offset is None:
+                    await self._reset(state)
+                while state.buffered_bytes >= self.max_buffered_bytes:
+                    state.room.clear()
+                    await state.room.wait()
+                params = {
+                    "topic": tp.topic,
+                    "partition": str(tp.partition),
+                    "offset": str(state.fetch_offset),
+                    "format": "binary",
+                    "max_bytes": str(self.fetch_max_bytes),
+                }
+                ws = await self._transport.websocket(self._leader_url(tp) + WS_CONSUME_PATH, params)
+                await self._stream(state, ws, progress)
+                error: BaseException = BrokerConnectionError(
+                    f"the consume stream of {tp.topic}-{tp.partition} closed "
+                    f"(close code {ws.close_code})"
+                )
+            except asyncio.CancelledError:
+                raise
+            except SluiceError as exc:
+                error = exc
+            finally:
+                if ws is not None and not ws.closed:
+                    await ws.close()
+            if progress[0]:
+                attempt = 0  # the stream delivered: this is a new failure, not a repeat
+            next_attempt = await self._on_fetch_error(state, error, attempt)
+            if next_attempt is None:
+                return
+            attempt = next_attempt
+
+    async def _stream(self, state: _PartitionState, ws: Any, progress: list[int]) -> None:
+        """Read one open stream until it ends (returns) or sends an error (raises it)."""
+        window = max(1, self.max_buffered_bytes)
+        owed = 0  # credit used by frames whose bytes still sit in the full buffer
+        room = state.room
+
+        async def grant_when_room() -> None:
+            nonlocal owed
+            while True:
+                room.clear()
+                await room.wait()
+                if owed and state.buffered_bytes < window:
+                    grant, owed = owed, 0
+                    await ws.send_str(f'{{"credit": {grant}}}')
+
+        await ws.send_str(f'{{"credit": {window}}}')
+        granter = asyncio.get_running_loop().create_task(grant_when_room())
+        try:
+            while True:
+                msg = await ws.receive()
+                kind = msg.type
+                if kind == aiohttp.WSMsgType.BINARY:
+                    data = msg.data
+                    progress[0] += 1
+                    if self._add_records(state, data):
+                        self._data.set()
+                    if state.buffered_bytes < window:
+                        grant, owed = owed + len(data), 0
+                        await ws.send_str(f'{{"credit": {grant}}}')
+                    else:
+                        owed += len(data)
+                elif kind == aiohttp.WSMsgType.TEXT:
+                    raise _stream_error(msg.data, state.tp)
+                else:  # CLOSE, CLOSING, CLOSED, ERROR
+                    return
+        finally:
+            granter.cancel()
+
+    async def _on_fetch_error(
+        self, state: _PartitionState, error: BaseException, attempt: int
+    ) -> int | None:
+        """What ``_fetch`` does with a failed fetch, for the stream: reset the position
+        (OFFSET_OUT_OF_RANGE), back off and retry (retriable), or fail the partition (None)."""
+        tp = state.tp
+        if isinstance(error, BrokerError):
+            if error.error_code == "OFFSET_OUT_OF_RANGE":
+                if self.auto_offset_reset == "none":
+                    self._fail(state, error)
+                    return None
+                log.info(
+                    "consumer: %s-%s offset %s out of range; resetting to %s",
+                    tp.topic,
+                    tp.partition,
+                    state.fetch_offset,
+                    self.auto_offset_reset,
+                )
+                result = await self._list_offset(tp, self.auto_offset_reset)
+                state.fetch_offset = result.offset
+                if not state.buffer:
+                    state.position = result.offset
+                return attempt
+            if not error.retriable:
+                self._fail(state, error)
+                return None
+        elif not isinstance(error, BrokerConnectionError | ClientTimeoutError):
+            self._fail(state, error)
+            return None
+        attempt += 1
+        self._log_retry(tp, attempt, error)
+        await self._backoff(attempt, refresh=True)
+        return attempt
+
     def _fail(self, state: _PartitionState, error: BaseException) -> None:
         """Stop fetching ``state``'s partition; ``poll`` raises ``error`` until a seek."""
         state.error = error
@@ -567,6 +705,28 @@ class AsyncConsumer:
         state.fetch_offset = fetch_offset
         state.buffered_bytes += added_bytes + added * 64
         return added
+
+
+def _stream_error(text: str, tp: TopicPartition) -> BrokerError:
+    """A text frame on a binary consume stream: the broker's error, as ``BrokerError``."""
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        doc = None
+    if not isinstance(doc, dict) or not isinstance(doc.get("error_code"), str):
+        return BrokerError(
+            "UNKNOWN_SERVER_ERROR",
+            f"unexpected text frame on the consume stream of {tp.topic}-{tp.partition}",
+            status=500,
+        )
+    code = doc["error_code"]
+    details = {k: v for k, v in doc.items() if k not in ("error_code", "message")}
+    return BrokerError(
+        code,
+        str(doc.get("message") or code),
+        status=500 if code in _WS_SERVER_ERRORS else None,
+        details=details,
+    )
 
 
 class Consumer:

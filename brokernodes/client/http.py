@@ -141,6 +141,34 @@ class HttpTransport:
     async def get_json(self, url: str, params: Mapping[str, Any] | None = None) -> Any:
         return (await self.request("GET", url, params=params)).json()
 
+    async def websocket(
+        self, url: str, params: Mapping[str, Any] | None = None
+    ) -> aiohttp.ClientWebSocketResponse:
+        """Open a WebSocket (``http://`` URL, bearer auth on the upgrade request). A refused
+        upgrade raises ``BrokerError`` with the code its HTTP status stands for."""
+        session = self._ensure_session()
+        try:
+            async with asyncio.timeout(self.request_timeout_s):
+                return await session.ws_connect(
+                    url, params=params, autoping=True, heartbeat=None, max_msg_size=0
+                )
+        except TimeoutError:
+            raise ClientTimeoutError(
+                f"no WebSocket upgrade from {url} within {self.request_timeout_s:g}s"
+            ) from None
+        except aiohttp.WSServerHandshakeError as exc:
+            raise BrokerError.from_response(exc.status, str(exc.message).encode(), url) from None
+        except aiohttp.ClientConnectorError as exc:
+            raise BrokerConnectionError(
+                f"cannot connect to {_origin(url)} ({_os_reason(exc)}); check that a broker is "
+                f"running there and that --url / SLUICE_URL points at it",
+                url=url,
+            ) from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise BrokerConnectionError(
+                f"WebSocket to {_origin(url)} failed ({type(exc).__name__}: {exc})", url=url
+            ) from None
+
 
 def _origin(url: str) -> str:
     scheme, _, rest = url.partition("://")

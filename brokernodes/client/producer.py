@@ -3,7 +3,8 @@
 How a record travels (Kafka's producer, over the binary HTTP produce path):
 
 1. ``send`` picks the partition (murmur2 of the key, KIP-480 sticky without one), appends a
-   ``Record`` tuple to the partition's open batch and returns a ``RecordFuture``. No I/O,
+   ``(timestamp, key, value, headers, None)`` tuple to the partition's open batch (no lock on
+   the producer's own loop) and returns a ``RecordFuture``. No I/O,
    no per-record asyncio future.
 2. A batch is sealed when the next record would take it over ``batch_size`` bytes, or when
    it is ``linger_ms`` old, or on ``flush``.
@@ -52,7 +53,7 @@ from brokernodes.errors import (
     SluiceError,
     UnknownTopicError,
 )
-from brokernodes.records.batch import Record, encode_batch
+from brokernodes.records.batch import encode_batch
 from brokernodes.records.compression import Compression
 
 __all__ = ["AsyncProducer", "Producer", "RecordFuture", "RecordMetadata"]
@@ -67,7 +68,8 @@ GIL_YIELD_EVERY = 1023  # Producer.send yields the GIL once per 1024 records (a 
 FATAL_SEQUENCE_CODES = frozenset({"OUT_OF_ORDER_SEQUENCE_NUMBER", "INVALID_PRODUCER_EPOCH"})
 SPLIT_CODES = frozenset({"REQUEST_TOO_LARGE", "MESSAGE_TOO_LARGE"})
 
-_new_record = partial(tuple.__new__, Record)  # skips NamedTuple's Python-level __new__
+_new_future = partial(tuple.__new__, RecordFuture)  # skips a Python-level __init__
+_time_ns = time.time_ns
 
 
 def parse_acks(acks: int | str) -> str:
@@ -110,11 +112,12 @@ def _headers(headers: Mapping | Iterable | None) -> tuple:
 
 
 class _TopicState:
-    __slots__ = ("key_cache", "num_partitions", "queues", "sticky")
+    __slots__ = ("key_queues", "num_partitions", "queues", "sticky")
 
     def __init__(self, name: str, num_partitions: int) -> None:
         self.num_partitions = num_partitions
-        self.key_cache: dict[bytes, int] = {}  # key -> partition: murmur2 is ~1.5 us a key
+        # key -> its partition's queue: murmur2 is ~1.5 us a key
+        self.key_queues: dict[bytes, PartitionQueue] = {}
         self.sticky = StickyPartitioner()
         self.queues = [PartitionQueue(name, p) for p in range(num_partitions)]
 
@@ -124,7 +127,7 @@ class _TopicState:
                 PartitionQueue(name, p) for p in range(len(self.queues), num_partitions)
             )
         self.num_partitions = num_partitions
-        self.key_cache = {}
+        self.key_queues = {}
 
 
 class AsyncProducer:
@@ -303,7 +306,7 @@ class AsyncProducer:
         if type(key) is not bytes and key is not None:
             key = _to_bytes(key, "key")
         if timestamp is None:
-            timestamp = time.time_ns() // 1_000_000
+            timestamp = _time_ns() // 1_000_000
         if headers:
             headers = _headers(headers)
             size = RECORD_OVERHEAD + sum(len(k) + (len(v) if v else 0) + 4 for k, v in headers)
@@ -317,39 +320,73 @@ class AsyncProducer:
         state = self._topics.get(topic)
         if state is None or not self._running:
             return self._send_slow(topic, value, key, headers, partition, timestamp, on_delivery)
-        with self._lock:
-            if self._buffered + size > self.buffer_memory and self._buffered:
-                raise BufferFullError(
-                    f"{self._buffered} bytes already wait to be sent (buffer_memory="
-                    f"{self.buffer_memory}); await produce(), flush(), or raise buffer_memory"
-                )
-            # Fast path: a keyed record that fits its partition's open batch.
-            if partition is None and key is not None:
-                partition = state.key_cache.get(key)
-                if partition is None:
-                    partition = (murmur2(key) & 0x7FFFFFFF) % state.num_partitions
-                    if len(state.key_cache) >= KEY_CACHE_SIZE:
-                        state.key_cache.clear()
-                    state.key_cache[key] = partition
-                batch = state.queues[partition].open
-                if batch is not None and batch.size + size <= self.batch_size:
-                    records = batch.records
-                    records.append(_new_record((timestamp, key, value, headers, None)))
-                    batch.size += size
-                    self._buffered += size
-                    index = len(records) - 1
-                else:
-                    batch, index = self._append(
-                        topic, state, key, value, headers, partition, timestamp, size
-                    )
-            else:
-                batch, index = self._append(
+        if self._sync:
+            with self._lock:
+                batch, index = self._add(
                     topic, state, key, value, headers, partition, timestamp, size
                 )
-        future = RecordFuture(batch, index)
+        else:
+            # On the producer's own loop nothing else touches the queues: no lock.
+            buffered = self._buffered
+            if buffered + size > self.buffer_memory and buffered:
+                self._buffer_full()
+            # Fast path: a keyed record that fits its partition's open batch.
+            if partition is None and key is not None:
+                queue = state.key_queues.get(key)
+                if queue is not None:
+                    batch = queue.open
+                    if batch is not None and batch.size + size <= self.batch_size:
+                        records = batch.records
+                        records.append((timestamp, key, value, headers, None))
+                        batch.size += size
+                        self._buffered = buffered + size
+                        future = _new_future((batch, len(records) - 1))
+                        if on_delivery is not None:
+                            batch.add_callback(future[1], on_delivery)
+                        return future
+            batch, index = self._add(topic, state, key, value, headers, partition, timestamp, size)
+        future = _new_future((batch, index))
         if on_delivery is not None:
             batch.add_callback(index, on_delivery)
         return future
+
+    def _buffer_full(self) -> None:
+        raise BufferFullError(
+            f"{self._buffered} bytes already wait to be sent (buffer_memory="
+            f"{self.buffer_memory}); await produce(), flush(), or raise buffer_memory"
+        )
+
+    def _add(
+        self,
+        topic: str,
+        state: _TopicState,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple,
+        partition: int | None,
+        timestamp: int,
+        size: int,
+    ) -> tuple[ProducerBatch, int]:
+        """The rest of ``send`` (with the lock held in a sync producer): buffer check, the
+        partition, then the record appended to its open batch."""
+        if self._buffered + size > self.buffer_memory and self._buffered:
+            self._buffer_full()
+        if partition is None and key is not None:
+            queue = state.key_queues.get(key)
+            if queue is None:
+                partition = (murmur2(key) & 0x7FFFFFFF) % state.num_partitions
+                if len(state.key_queues) >= KEY_CACHE_SIZE:
+                    state.key_queues.clear()
+                queue = state.key_queues[key] = state.queues[partition]
+            batch = queue.open
+            if batch is not None and batch.size + size <= self.batch_size:
+                records = batch.records
+                records.append((timestamp, key, value, headers, None))
+                batch.size += size
+                self._buffered += size
+                return batch, len(records) - 1
+            partition = queue.partition
+        return self._append(topic, state, key, value, headers, partition, timestamp, size)
 
     async def produce(
         self,
@@ -425,7 +462,7 @@ class AsyncProducer:
                 self._queues_with_data.add(queue)
                 self._wake()
         records = batch.records
-        records.append(_new_record((timestamp, key, value, headers, None)))
+        records.append((timestamp, key, value, headers, None))
         batch.size += size
         self._buffered += size
         return batch, len(records) - 1

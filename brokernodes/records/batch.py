@@ -129,11 +129,15 @@ def encode_batch(
     max_timestamp = NO_TIMESTAMP
     offset_delta = -1
     count = 0
+    normalized = True
     try:
         if not isinstance(records, list | tuple):
             records = list(records)
-        if records and type(records[0]) is not Record:  # plain tuples: fill in defaults
-            records = [r if type(r) is Record else Record(*r) for r in records]
+        if records and type(records[0]) is not Record:
+            if len(records[0]) == 5:
+                normalized = False  # full 5-tuples are used as they are
+            else:  # plain tuples: fill in defaults
+                records = [r if type(r) is Record else Record(*r) for r in records]
         for timestamp, key, value, headers, next_delta in records:
             if next_delta is None:
                 offset_delta += 1
@@ -184,6 +188,21 @@ def encode_batch(
             append(body)
             count += 1
     except (TypeError, ValueError) as exc:
+        if not normalized:  # a shorter plain tuple after full ones: fill in defaults, again
+            return encode_batch(
+                [r if type(r) is Record else Record(*r) for r in records],
+                base_offset=base_offset,
+                compression=compression,
+                compression_level=compression_level,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=base_sequence,
+                partition_leader_epoch=partition_leader_epoch,
+                is_transactional=is_transactional,
+                is_control=is_control,
+                timestamp_type=timestamp_type,
+                delete_horizon_ms=delete_horizon_ms,
+            )
         raise InvalidRecordError(
             f"record {count} cannot be encoded (expected a Record of timestamp int, key and "
             f"value bytes or None, headers, offset delta): {exc}"

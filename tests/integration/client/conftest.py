@@ -27,6 +27,10 @@ CLIENT_TOPICS: dict[str, tuple[int, dict[str, str]]] = {
     "cli-bench": (2, {}),
     "cli-ts": (1, {}),
     "tiny": (1, {"max.message.bytes": "2048"}),
+    "ws-order": (3, {}),
+    "ws-credit": (1, {}),
+    "ws-tail": (2, {}),
+    "ws-range": (1, {}),
 }
 
 

@@ -59,7 +59,9 @@ def test_parser_reads_connection_settings_from_the_environment(monkeypatch):
         "json",
     )
     e2e = build_parser().parse_args(["bench", "e2e", "t"])
-    assert e2e.rate == 10_000 and e2e.linger_ms == 1
+    # e2e defaults to the SDK's lowest-latency settings
+    assert e2e.rate == 10_000 and e2e.linger_ms == 0 and e2e.fetch_mode == "websocket"
+    assert build_parser().parse_args(["bench", "consume", "t"]).fetch_mode == "long_poll"
 
 
 def test_help_mentions_that_topic_creation_comes_with_the_control_plane(capsys):

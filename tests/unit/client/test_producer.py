@@ -452,3 +452,73 @@ def test_not_leader_with_a_leader_url_goes_there_next():
 
     assert run(main()).offset == 0
     assert [r.host for r in fake.produce_requests()] == ["fake:9092", "fake2:9092"]
+
+
+def test_record_futures_are_distinct_pairs_compared_by_identity():
+    fake = FakeTransport({"t": 2})
+
+    async def main():
+        async with producer(fake, linger_ms=1) as p:
+            first = p.send("t", b"same", key=b"k")
+            second = p.send("t", b"same", key=b"k")
+            assert first != second and first == first
+            assert len({first, second}) == 2
+            assert not first.done()
+            return first, second, await first, await second
+
+    first, _second, m1, m2 = run(main())
+    assert first.done() and first.result() == m1 and first.exception() is None
+    assert (m1.partition, m2.offset) == (m2.partition, m1.offset + 1)
+    assert "RecordFuture t-" in repr(first)
+
+
+def test_key_partition_cache_survives_batches_and_matches_murmur2():
+    fake = FakeTransport({"t": 6})
+
+    async def main():
+        # A tiny batch_size cuts a batch every few records: the cached queue's fast path and
+        # the full-batch path must pick the same partition and keep per-key order.
+        async with producer(fake, linger_ms=1, batch_size=300) as p:
+            futures = [p.send("t", b"%04d" % i, key=b"key-%d" % (i % 50)) for i in range(2000)]
+            return [await f for f in futures]
+
+    metas = run(main())
+    for i, meta in enumerate(metas):
+        assert meta.partition == partition_for_key(b"key-%d" % (i % 50), 6)
+    for p in range(6):
+        values = [int(r.value) for r in fake.records("t", p)]
+        assert values == sorted(values)
+    assert sum(len(fake.records("t", p)) for p in range(6)) == 2000
+
+
+def test_async_producer_buffer_full_on_the_fast_path_keeps_accounting():
+    fake = FakeTransport({"t": 1})
+
+    async def main():
+        async with producer(fake, linger_ms=1000, buffer_memory=1000) as p:
+            sent = 0
+            with pytest.raises(BufferFullError):
+                while True:
+                    p.send("t", b"x" * 100, key=b"k")
+                    sent += 1
+            buffered = p.buffered_bytes
+            await p.flush()
+            return sent, buffered, p.buffered_bytes
+
+    sent, buffered, after = run(main())
+    assert 0 < sent < 10 and buffered <= 1000 + 130
+    assert after == 0
+    assert len(fake.records("t", 0)) == sent
+
+
+def test_encoder_takes_the_producers_plain_tuples_and_mixed_lengths():
+    from brokernodes.records.batch import Record, decode_batch, encode_batch
+
+    full = [(1000 + i, b"k%d" % i, b"v%d" % i, (), None) for i in range(3)]
+    as_records = [Record(*r) for r in full]
+    assert encode_batch(full, base_sequence=7) == encode_batch(as_records, base_sequence=7)
+    mixed = [*full, (1003, b"k3", b"v3")]  # a shorter tuple after full ones
+    decoded = decode_batch(encode_batch(mixed))
+    assert [(r.offset, r.key, r.value) for r in decoded.records] == [
+        (i, b"k%d" % i, b"v%d" % i) for i in range(4)
+    ]
