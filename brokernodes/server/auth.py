@@ -24,6 +24,7 @@ _DUMMY_DIGEST = "0" * 64
 class Principal:
     name: str  # e.g. "User:test"
     key_id: str
+    tenant: str | None = None  # the key's organisation (None: static metadata)
 
 
 def parse_bearer(header: str | None) -> tuple[str, str]:
@@ -52,7 +53,7 @@ def authenticate(metadata: ClusterMetadata, header: str | None) -> Principal:
             "unknown or revoked API key; check the key id and secret (the secret is shown "
             "only once, when the key is created)"
         )
-    return Principal(key.principal, key_id)
+    return Principal(key.principal, key_id, key.tenant)
 
 
 def authorize(

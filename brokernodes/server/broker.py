@@ -24,6 +24,7 @@ from brokernodes.server.metadata import ClusterMetadata, MetadataSource, TopicIn
 from brokernodes.server.metrics import BrokerMetrics
 from brokernodes.server.producer_ids import ProducerIdManager
 from brokernodes.server.replica_manager import ReplicaManager
+from brokernodes.server.throttle import QuotaEnforcer, tenant_stored_bytes
 from brokernodes.server.ws_registry import WebSocketRegistry
 
 
@@ -44,6 +45,12 @@ class Broker:
         self.metadata = metadata
         self.replicas = ReplicaManager(config, metadata)
         self.metrics = BrokerMetrics()
+        # quotas from the metadata (tenant views): rate throttling and storage refusals
+        self.quotas = QuotaEnforcer(
+            metadata.global_image,
+            tenant_stored_bytes(metadata.global_image, self.replicas.partitions),
+            self.metrics,
+        )
         # open WebSocket streams by API key: close_all on shutdown, close_key on revocation
         self.websockets = WebSocketRegistry()
         self._producer_ids: ProducerIdManager | None = None

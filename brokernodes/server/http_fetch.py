@@ -18,6 +18,7 @@ from brokernodes.server.sendfile import (
     send_copy,
     send_zero_copy,
 )
+from brokernodes.server.throttle import THROTTLE_HEADER
 from brokernodes.storage.files import pread_exactly
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
 
     async def fetch_batches(request: web.Request) -> web.StreamResponse:
         topic, p = topic_partition(request)
-        broker.authorize(auth_header(request), "READ", "topic", topic)
+        principal = broker.authorize(auth_header(request), "READ", "topic", topic)
         q = request.query
         max_bytes, max_wait_ms = limits(q)
         min_bytes = int_param(q, "min_bytes", 1, minimum=0)
@@ -87,9 +88,12 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         )
         try:
             total = sum(s.length for s in opened)
+            # KIP-219: record, then answer after the throttle time
+            throttle = await broker.quotas.throttle_fetch(principal, total)
             resp = web.StreamResponse(
                 headers={
                     "Content-Type": BINARY,
+                    THROTTLE_HEADER: str(throttle),
                     "Sluice-High-Watermark": str(data.high_watermark),
                     "Sluice-Log-Start-Offset": str(data.log_start_offset),
                     "Sluice-Log-End-Offset": str(data.log_end_offset),
@@ -116,7 +120,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
 
     async def fetch_records(request: web.Request) -> web.Response:
         topic, p = topic_partition(request)
-        broker.authorize(auth_header(request), "READ", "topic", topic)
+        principal = broker.authorize(auth_header(request), "READ", "topic", topic)
         q = request.query
         max_bytes, max_wait_ms = limits(q)
         max_records = int_param(
@@ -135,14 +139,18 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             raw, offset, fmt, max_records=max_records, max_records_bytes=MAX_DECODED_BYTES
         )
         broker.metrics.record_out(topic, len(raw), len(records_out))
-        return json_response(
+        throttle = await broker.quotas.throttle_fetch(principal, len(raw))
+        resp = json_response(
             {
                 "records": records_out,
                 "next_offset": next_offset,
                 "high_watermark": data.high_watermark,
                 "log_start_offset": data.log_start_offset,
+                "throttle_time_ms": throttle,
             }
         )
+        resp.headers[THROTTLE_HEADER] = str(throttle)
+        return resp
 
     async def list_offsets(request: web.Request) -> web.Response:
         topic, p = topic_partition(request)

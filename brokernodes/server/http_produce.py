@@ -23,9 +23,16 @@ from brokernodes.server.json_records import (
     typed_size,
 )
 from brokernodes.server.params import acks_param
+from brokernodes.server.throttle import THROTTLE_HEADER
 
 if TYPE_CHECKING:
     from brokernodes.server.broker import Broker
+
+
+def throttled(resp: web.Response, throttle_ms: int) -> web.Response:
+    """The response with the ``Sluice-Throttle-Time-Ms`` header (after the delay)."""
+    resp.headers[THROTTLE_HEADER] = str(throttle_ms)
+    return resp
 
 
 def add_routes(app: web.Application, broker: Broker) -> None:
@@ -57,35 +64,45 @@ def add_routes(app: web.Application, broker: Broker) -> None:
     async def produce_record(request: web.Request) -> web.Response:
         check_cluster(broker, request)
         topic = request.match_info["topic"]
-        broker.authorize(auth_header(request), "WRITE", "topic", topic)
+        principal = broker.authorize(auth_header(request), "WRITE", "topic", topic)
         acks = acks_param(request.query)
         broker.image.topic(topic)  # 404 before reading the body
-        entry = parse_entry(parse_json(await body_of(request)))
+        body = await body_of(request)
+        broker.quotas.check_storage(principal)
+        entry = parse_entry(parse_json(body))
         (result,) = await broker.produce_entries(topic, [entry], acks=acks)
+        throttle = await broker.quotas.throttle_produce(principal, len(body))
         if result.error is not None:
             raise result.error
         if acks == 0:
-            return json_response({}, 202)
-        return json_response(
-            {
-                "cluster_id": broker.image.cluster_id,
-                "topic_name": topic,
-                "partition_id": result.partition,
-                "offset": result.offset,
-                "timestamp": format_timestamp(result.timestamp),
-                "key": typed_size(entry.key, entry.key_type),
-                "value": typed_size(entry.value, entry.value_type),
-            }
+            return throttled(json_response({}, 202), throttle)
+        return throttled(
+            json_response(
+                {
+                    "cluster_id": broker.image.cluster_id,
+                    "topic_name": topic,
+                    "partition_id": result.partition,
+                    "offset": result.offset,
+                    "timestamp": format_timestamp(result.timestamp),
+                    "key": typed_size(entry.key, entry.key_type),
+                    "value": typed_size(entry.value, entry.value_type),
+                    "throttle_time_ms": throttle,
+                }
+            ),
+            throttle,
         )
 
     async def produce_batch(request: web.Request) -> web.Response:
         check_cluster(broker, request)
         topic = request.match_info["topic"]
-        broker.authorize(auth_header(request), "WRITE", "topic", topic)
+        principal = broker.authorize(auth_header(request), "WRITE", "topic", topic)
         acks = acks_param(request.query)
         broker.image.topic(topic)
-        good, bad = parse_batch(parse_json(await body_of(request)))
+        body = await body_of(request)
+        broker.quotas.check_storage(principal)
+        good, bad = parse_batch(parse_json(body))
         results = await broker.produce_entries(topic, good, acks=acks)
+        throttle = await broker.quotas.throttle_produce(principal, len(body))
         successes = []
         failures = [
             {"id": entry_id, "error_code": e.error_code, "message": e.message}
@@ -105,11 +122,16 @@ def add_routes(app: web.Application, broker: Broker) -> None:
                         "timestamp": format_timestamp(r.timestamp),
                     }
                 )
-        return json_response({"successes": successes, "failures": failures}, 207)
+        return throttled(
+            json_response(
+                {"successes": successes, "failures": failures, "throttle_time_ms": throttle}, 207
+            ),
+            throttle,
+        )
 
     async def produce_batches(request: web.Request) -> web.Response:
         topic, p = topic_partition(request)
-        broker.authorize(auth_header(request), "WRITE", "topic", topic)
+        principal = broker.authorize(auth_header(request), "WRITE", "topic", topic)
         acks = acks_param(request.query)
         partition = broker.replicas.get_partition(topic, p)  # 404 / 421 before the body
         body = await body_of(request)
@@ -117,20 +139,26 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             raise InvalidRequestError(
                 "body: empty; send one or more RecordBatch v2 batches back to back"
             )
+        broker.quotas.check_storage(principal)
+        nbytes = len(body)
         result = await partition.append_as_leader(body, acks=acks)
         if not result.duplicate:
             broker.metrics.record_in(topic, result.bytes, result.record_count)
+        throttle = await broker.quotas.throttle_produce(principal, nbytes)
         if acks == 0:
-            return json_response({}, 202)
-        return json_response(
-            {
-                "base_offset": result.base_offset,
-                "last_offset": result.last_offset,
-                "log_append_time": -1,
-                "log_start_offset": result.log_start_offset,
-                "duplicate": result.duplicate,
-                "throttle_time_ms": 0,
-            }
+            return throttled(json_response({}, 202), throttle)
+        return throttled(
+            json_response(
+                {
+                    "base_offset": result.base_offset,
+                    "last_offset": result.last_offset,
+                    "log_append_time": -1,
+                    "log_start_offset": result.log_start_offset,
+                    "duplicate": result.duplicate,
+                    "throttle_time_ms": throttle,
+                }
+            ),
+            throttle,
         )
 
     base = "/v3/clusters/{cluster}/topics/{topic}"

@@ -87,7 +87,7 @@ class ClusterMetadata:
     tenant: str | None = None  # set on a tenant's view
     authorizer: Any = None  # a view's ACL ``Authorizer`` (brokernodes.security.acl)
     root: ClusterMetadata | None = None  # a view's global image
-    quotas: Any = None  # the tenant's quota records (enforcement: a later issue)
+    quotas: Any = None  # the tenant's quota records (enforced by server.throttle)
 
     def for_tenant(self, tenant: str) -> ClusterMetadata:
         """The tenant's view (an empty one when the tenant has nothing here yet)."""

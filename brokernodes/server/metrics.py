@@ -79,6 +79,18 @@ class BrokerMetrics:
         self.errors = Counter(
             "sluice_request_errors", "Error answers by code", ["error_code"], registry=r
         )
+        self.throttle_seconds = Counter(
+            "sluice_throttle_seconds",
+            "Time responses were held back by quotas, by tenant id and quota",
+            ["tenant", "quota"],
+            registry=r,
+        )
+        self.throttled = Counter(
+            "sluice_throttled_requests",
+            "Responses held back by quotas, by tenant id and quota",
+            ["tenant", "quota"],
+            registry=r,
+        )
         self._in: dict[str, tuple] = {}
         self._out: dict[str, tuple] = {}
 
@@ -103,6 +115,10 @@ class BrokerMetrics:
         c[0].inc(nbytes)
         if records:
             c[1].inc(records)
+
+    def record_throttle(self, tenant: str, quota: str, seconds: float) -> None:
+        self.throttle_seconds.labels(tenant, quota).inc(seconds)
+        self.throttled.labels(tenant, quota).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -15,6 +15,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "TOPIC_AUTHORIZATION_FAILED": 403,
     "GROUP_AUTHORIZATION_FAILED": 403,
     "CLUSTER_AUTHORIZATION_FAILED": 403,
+    "QUOTA_EXCEEDED": 403,  # storage or connections: retrying does not help until usage drops
     "UNKNOWN_TOPIC_OR_PARTITION": 404,
     "UNKNOWN_CLUSTER": 404,
     "NOT_FOUND": 404,

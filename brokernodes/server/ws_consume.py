@@ -160,7 +160,7 @@ class ConsumeStream:
                 self._granted.clear()
                 await self._granted.wait()
                 continue
-            sock.authorize("READ", topic)
+            principal = sock.authorize("READ", topic)
             p = broker.replicas.get_partition(topic, partition)
             raw, high_watermark = await self._read_batches(
                 offset, min(self.credit, params.max_bytes)
@@ -175,6 +175,8 @@ class ConsumeStream:
                 await p.wait_for_data(TAIL_WAIT_S)
                 continue
             size = len(raw)
+            # the fetch quota delays this message (only this stream waits)
+            throttle = await broker.quotas.throttle_fetch(principal, size)
             if binary:
                 *_, last = iter_batches(raw, verify_crc=False)
                 next_offset = last.next_offset
@@ -196,6 +198,7 @@ class ConsumeStream:
                         "next_offset": next_offset,
                         "high_watermark": high_watermark,
                         "batch_bytes": size,
+                        **({"throttle_time_ms": throttle} if throttle else {}),
                     }
                 )
             self.credit -= size

@@ -179,12 +179,23 @@ class ProduceStream:
 
     async def _produce(self, request: ProduceRequest) -> dict[str, Any]:
         try:
-            self.sock.authorize("WRITE", request.topic)
+            principal = self.sock.authorize("WRITE", request.topic)
+            self.broker.quotas.check_storage(principal)
             results = await self.broker.produce_entries(
                 request.topic, request.entries, acks=self.acks
             )
         except SluiceError as e:
             return error_answer(request.id, e)
+        # the throttle delays this answer in the writer (answers stay in order): it is sent
+        # no sooner than throttle ms after the record, so pipelined answers do not add up
+        throttle = self.broker.quotas.produce(principal, entries_bytes(request.entries))
+        answer = self._answer(request, results)
+        if throttle:
+            answer["throttle_time_ms"] = throttle
+            answer[_NOT_BEFORE] = asyncio.get_running_loop().time() + throttle / 1000
+        return answer
+
+    def _answer(self, request: ProduceRequest, results) -> dict[str, Any]:
         offsets: list[dict[str, Any]] = []
         first_error: SluiceError | None = None
         for r in results:
@@ -228,6 +239,11 @@ class ProduceStream:
             else:
                 assert item.answer is not None
                 answer = item.answer
+            not_before = answer.pop(_NOT_BEFORE, None)
+            if not_before is not None:
+                wait = not_before - asyncio.get_running_loop().time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
             await sock.send_json(answer)
             self.window.release(item.nbytes)
             if answer.get("error_code") == UnauthenticatedError.error_code:
@@ -235,6 +251,14 @@ class ProduceStream:
                 code = close_code_for(UnauthenticatedError(""))
                 await sock.close(code, reason=UnauthenticatedError.error_code)
                 return
+
+
+_NOT_BEFORE = "_not_before"  # an answer's throttle deadline (loop time), never sent
+
+
+def entries_bytes(entries) -> int:
+    """What a JSON produce request counts against the produce byte rate: keys and values."""
+    return sum(len(e.key or b"") + len(e.value or b"") for e in entries)
 
 
 def add_routes(app: web.Application, broker: Broker) -> None:

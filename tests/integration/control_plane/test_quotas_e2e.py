@@ -1,0 +1,243 @@
+"""Quotas set through the control plane's platform (staff) API are enforced by a real broker:
+a tenant producing at twice its byte-rate quota is held at the quota by delayed responses
+(``throttle_time_ms``), without errors and without slowing another tenant; a tenant at its
+storage quota is refused with QUOTA_EXCEEDED and nothing is appended."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import statistics
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from http.client import HTTPConnection
+from http.cookiejar import CookieJar
+
+from .conftest import ControlPlane, http, wait_for
+
+CLUSTER = "sluice-local"
+QUOTA = 100_000  # bytes/s
+VALUE_BYTES = 4_000
+LOAD_SECONDS = 11.0  # one quota window (11 samples of 1 s), as Kafka measures the rate
+
+
+class StaffSession:
+    """A platform staff user signed in to the console API (session cookie + CSRF token)."""
+
+    def __init__(self, cp: ControlPlane, username: str = "platform-staff") -> None:
+        password = "staff-password-for-tests-only"
+        cp.manage(
+            "shell",
+            "-c",
+            "from django.contrib.auth import get_user_model; "
+            f"get_user_model().objects.create_user({username!r}, password={password!r}, "
+            "is_staff=True)",
+        )
+        self.base = f"{cp.url}/api/v1/"
+        self.jar = CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+        assert self.call("GET", "auth/csrf")[0] == 200
+        status, body = self.call("POST", "auth/login", {"username": username, "password": password})
+        assert status == 200, body
+
+    def _csrf(self) -> str:
+        return next((c.value for c in self.jar if c.name == "csrftoken"), "")
+
+    def call(self, method: str, path: str, body=None) -> tuple[int, dict]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        req.add_header("X-CSRFToken", self._csrf())
+        try:
+            with self.opener.open(req, timeout=10) as r:
+                raw = r.read()
+                return r.status, (json.loads(raw) if raw else {})
+        except urllib.error.HTTPError as e:
+            with contextlib.closing(e):
+                raw = e.read()
+                return e.code, (json.loads(raw) if raw else {})
+
+    def set_quota(self, organisation: str, **limits) -> dict:
+        status, body = self.call("PATCH", f"platform/organisations/{organisation}/quota", limits)
+        assert status == 200, body
+        return body
+
+
+class Producer:
+    """JSON produce over one keep-alive connection (as a client with one request in flight)."""
+
+    def __init__(self, broker_url: str, topic: str, key: str) -> None:
+        u = urllib.parse.urlsplit(broker_url)
+        self.conn = HTTPConnection(u.hostname, u.port, timeout=30)
+        self.path = f"/v3/clusters/{CLUSTER}/topics/{topic}/records"
+        self.headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+
+    def send(self, value: str) -> tuple[int, dict, int, float]:
+        """(status, body, request bytes, latency s)."""
+        body = json.dumps({"partition_id": 0, "value": {"type": "STRING", "data": value}})
+        data = body.encode()
+        start = time.perf_counter()
+        self.conn.request("POST", self.path, data, self.headers)
+        resp = self.conn.getresponse()
+        raw = resp.read()
+        return resp.status, json.loads(raw), len(data), time.perf_counter() - start
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def create_topic(cp: ControlPlane, broker, name: str, key: str) -> None:
+    status, body = cp.api(
+        "POST", "topics/", {"name": name, "partitions": 1, "replication_factor": 1}, key=key
+    )
+    assert status == 201, body
+
+    def known():
+        status, meta = http("GET", f"{broker.url}/sluice/v1/metadata", key=key)
+        return status == 200 and any(t["name"] == name for t in meta["topics"])
+
+    wait_for(f"the broker to learn topic {name}", known)
+
+
+def probe(producer: Producer, seconds: float, interval: float = 0.02) -> list[float]:
+    """Small produce requests at a steady pace; their latencies (all must succeed)."""
+    latencies = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        status, body, _, latency = producer.send("p" * 100)
+        assert status == 200, body
+        latencies.append(latency)
+        time.sleep(interval)
+    return latencies
+
+
+def p99(xs: list[float]) -> float:
+    return statistics.quantiles(xs, n=100)[98]
+
+
+def test_byte_rate_quota_holds_a_tenant_at_its_quota_without_hurting_another(
+    control_plane: ControlPlane,
+):
+    cp = control_plane
+    alpha, bravo = cp.tenant("alpha"), cp.tenant("bravo")
+    broker = cp.start_broker(1)
+    create_topic(cp, broker, "load", alpha["api_key"])
+    create_topic(cp, broker, "probe", bravo["api_key"])
+    StaffSession(cp).set_quota("alpha", produce_bytes_per_sec=QUOTA)
+    time.sleep(1.0)  # the broker's long poll delivers the quota within milliseconds
+
+    prober = Producer(broker.url, "probe", bravo["api_key"])
+    probe(prober, 1.0)  # warm up
+    unloaded = probe(prober, 6.0)
+
+    loaded: list[float] = []
+    load: dict = {"bytes": 0, "requests": 0, "errors": [], "throttles": []}
+
+    def offer_twice_the_quota():
+        producer = Producer(broker.url, "load", alpha["api_key"])
+        interval = (VALUE_BYTES + 60) / (2 * QUOTA)  # one request's share of 2x the quota
+        start = time.monotonic()
+        deadline = start + LOAD_SECONDS
+        next_send = start
+        while time.monotonic() < deadline:
+            status, body, nbytes, _ = producer.send("x" * VALUE_BYTES)
+            if status != 200:
+                load["errors"].append((status, body))
+            else:
+                load["bytes"] += nbytes
+                load["requests"] += 1
+                load["throttles"].append(body["throttle_time_ms"])
+            next_send += interval
+            time.sleep(max(0.0, next_send - time.monotonic()))
+        load["elapsed"] = time.monotonic() - start
+        producer.close()
+
+    loader = threading.Thread(target=offer_twice_the_quota)
+    loader.start()
+    time.sleep(0.5)
+    loaded = probe(prober, LOAD_SECONDS - 1.0)
+    loader.join(30)
+    assert not loader.is_alive()
+    prober.close()
+
+    rate = load["bytes"] / load["elapsed"]
+    report = (
+        f"quota {QUOTA} B/s, achieved {rate:.0f} B/s ({rate / QUOTA:.3f}x) over "
+        f"{load['elapsed']:.2f} s, {load['requests']} requests, max throttle "
+        f"{max(load['throttles'], default=0)} ms; bravo unloaded p50 "
+        f"{statistics.median(unloaded) * 1000:.2f} ms p99 {p99(unloaded) * 1000:.2f} ms "
+        f"(n={len(unloaded)}), loaded p50 {statistics.median(loaded) * 1000:.2f} ms p99 "
+        f"{p99(loaded) * 1000:.2f} ms (n={len(loaded)})"
+    )
+    print(report)
+    assert load["errors"] == [], report
+    assert max(load["throttles"]) > 0, report
+    assert abs(rate - QUOTA) <= 0.10 * QUOTA, report
+    # The other tenant is not slowed: its median within 20% (+0.25 ms). Its p99 (~3rd worst of
+    # ~280 samples of 1-3 ms) is scheduling noise on a 2-core machine running the control
+    # plane, the broker and both clients: measured loaded/unloaded p99 0.66x-1.6x over runs,
+    # so it gets 20% plus 2 ms (still far below the ~1 s the throttled tenant waits).
+    assert statistics.median(loaded) <= 1.2 * statistics.median(unloaded) + 0.00025, report
+    assert p99(loaded) <= 1.2 * p99(unloaded) + 0.002, report
+
+
+def test_storage_quota_refuses_produce_and_appends_nothing(control_plane: ControlPlane):
+    cp = control_plane
+    charlie = cp.tenant("charlie")
+    key = charlie["api_key"]
+    broker = cp.start_broker(1)
+    create_topic(cp, broker, "store", key)
+    limit = 20_000
+    StaffSession(cp).set_quota("charlie", storage_bytes=limit)
+    producer = Producer(broker.url, "store", key)
+
+    time.sleep(1.0)
+    accepted = 0
+    for _ in range(100):
+        status, body, _, _ = producer.send("s" * 1000)
+        if status != 200:
+            break
+        assert body["offset"] == accepted, body
+        accepted += 1
+    else:
+        raise AssertionError("never refused at the storage quota")
+    assert status == 403 and body["error_code"] == "QUOTA_EXCEEDED", body
+    assert f"storage limit of {limit} bytes" in body["message"], body
+    assert body["limit"] == limit and body["used"] >= limit, body
+    assert 15 <= accepted <= 21, accepted  # ~1.07 KB per record on disk
+
+    # nothing appended by the refused request (nor by another refused one)
+    status, again, _, _ = producer.send("t")
+    assert status == 403, again
+    status, fetched = http(
+        "GET",
+        f"{broker.url}/sluice/v1/topics/store/partitions/0/records?offset=0&format=text"
+        "&max_records=1000",
+        key=key,
+    )
+    assert status == 200 and fetched["high_watermark"] == accepted, fetched
+    assert fetched["throttle_time_ms"] == 0
+
+    # raising the quota lets produce through again; a fetch quota delays fetch answers
+    # the fetch sensor holds the full fetch above (the whole log, ``used`` bytes) and will
+    # hold one more batch: a quota 15% under that rate over 10 s means 0.5-1.5 s of throttle
+    # (a young sensor's window is 10 s plus the current sample's part: 10 to 11 s)
+    fetch_quota = int((body["used"] + body["used"] / accepted) / 10 / 1.15)
+    StaffSession(cp, "platform-staff-2").set_quota(
+        "charlie", storage_bytes=10 * limit, fetch_bytes_per_sec=fetch_quota
+    )
+    wait_for("the larger quota", lambda: producer.send("u")[0] == 200)
+    producer.close()
+    url = f"{broker.url}/sluice/v1/topics/store/partitions/0/records?offset=0&max_bytes=1"
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
+    start = time.monotonic()
+    with urllib.request.urlopen(req, timeout=30) as r:
+        header = int(r.headers["Sluice-Throttle-Time-Ms"])
+        fetched = json.loads(r.read())
+    elapsed = time.monotonic() - start
+    assert len(fetched["records"]) >= 1
+    assert 0 < fetched["throttle_time_ms"] == header <= 3000, fetched
+    assert elapsed >= header / 1000 - 0.01, (elapsed, header)
