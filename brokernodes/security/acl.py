@@ -227,9 +227,12 @@ def validate_binding(
 
     if ptype is not None and not ptype.is_specific:
         err("pattern_type", f"a binding's pattern type is LITERAL or PREFIXED, not {ptype.name}.")
-    if op is Operation.ALL or op is None or rtype is None:
-        pass
-    elif op not in SUPPORTED_OPERATIONS[rtype]:
+    if (
+        op is not None
+        and op is not Operation.ALL
+        and rtype is not None
+        and op not in SUPPORTED_OPERATIONS[rtype]
+    ):
         allowed = ", ".join(sorted(o.name for o in SUPPORTED_OPERATIONS[rtype]))
         err("operation", f"{op.name} does not apply to {rtype.name}; use one of {allowed}.")
 
