@@ -460,7 +460,7 @@ class Authorizer:
     def authorize(
         self,
         principal: str,
-        host: str,
+        host: str | None,
         operation: Operation | str,
         resource_type: ResourceType | str,
         resource_name: str,
@@ -468,7 +468,8 @@ class Authorizer:
         """May ``principal`` connecting from ``host`` perform ``operation`` on the resource?
 
         Super user -> allow; any matching DENY -> deny; a matching ALLOW (with Kafka's
-        implications) -> allow; else deny.
+        implications) -> allow; else deny. ``host=None`` (the address is unknown) fails closed:
+        a DENY for any host applies, an ALLOW only when it is for every host (``*``).
         """
         op = Operation.parse(operation)
         rtype = ResourceType.parse(resource_type)
@@ -483,7 +484,7 @@ class Authorizer:
                 f"no ACL on {rtype.name} {resource_name!r} and "
                 "allow.everyone.if.no.acl.found is set",
             )
-        chost = _canonical_host(host)
+        chost = _canonical_host(host) if host is not None else None
         principals = (
             (principal, WILDCARD_PRINCIPAL) if principal != WILDCARD_PRINCIPAL else (principal,)
         )
@@ -492,13 +493,15 @@ class Authorizer:
             for slot in slots
             for p in principals
             for b in slot.get(p, ())
-            if b.host == chost or b.host == WILDCARD_HOST
+            if chost is None or b.host == chost or b.host == WILDCARD_HOST
         ]
         for b in candidates:
             if b.permission is PermissionType.DENY and b.operation in (op, Operation.ALL):
                 return Decision(False, f"denied by ACL [{b}]", b)
         allow_ops = implied_allow_operations(op)
         for b in candidates:
+            if chost is None and b.host != WILDCARD_HOST:
+                continue
             if b.permission is PermissionType.ALLOW and b.operation in allow_ops:
                 return Decision(True, f"allowed by ACL [{b}]", b)
         what = f"{principal} from {host} to {op.name} {rtype.name} {resource_name!r}"
@@ -507,7 +510,7 @@ class Authorizer:
     def authorize_by_resource_type(
         self,
         principal: str,
-        host: str,
+        host: str | None,
         operation: Operation | str,
         resource_type: ResourceType | str,
     ) -> Decision:
@@ -518,6 +521,7 @@ class Authorizer:
         or ALL; no implications, as in Kafka) on a literal name or prefix is not dominated by a
         DENY: a literal ``*`` DENY dominates everything, a literal DENY its own name, a
         prefixed DENY every name and prefix starting with it. Scans the type's bindings.
+        ``host=None`` fails closed as in :meth:`authorize`.
         """
         op = Operation.parse(operation)
         rtype = ResourceType.parse(resource_type)
@@ -525,7 +529,7 @@ class Authorizer:
             raise ValueError("authorize a concrete operation, not ALL")
         if principal in self._super_users:
             return Decision(True, f"{principal} is a super user")
-        chost = _canonical_host(host)
+        chost = _canonical_host(host) if host is not None else None
         what = f"{principal} from {host} to {op.name} any {rtype.name}"
         deny_literal: set[str] = set()
         deny_prefixed: set[str] = set()
@@ -533,9 +537,13 @@ class Authorizer:
         for b in self._by_type.get(rtype, ()):
             if b.principal not in (principal, WILDCARD_PRINCIPAL):
                 continue
-            if b.host not in (chost, WILDCARD_HOST) or b.operation not in (op, Operation.ALL):
+            if b.operation not in (op, Operation.ALL):
+                continue
+            if chost is not None and b.host not in (chost, WILDCARD_HOST):
                 continue
             if b.permission is PermissionType.ALLOW:
+                if chost is None and b.host != WILDCARD_HOST:
+                    continue
                 allows.append(b)
             elif b.pattern_type is PatternType.PREFIXED:
                 deny_prefixed.add(b.resource_name)

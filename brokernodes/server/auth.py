@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from brokernodes.errors import TopicAuthorizationFailedError, UnauthenticatedError
@@ -18,6 +20,24 @@ from brokernodes.security.acl import Authorizer
 from brokernodes.server.metadata import ClusterMetadata, current_tenant
 
 _DUMMY_DIGEST = "0" * 64
+
+# The connecting client's IP address, set by the HTTP middleware for the request's task (a
+# WebSocket handler runs inside it). ACL bindings match it; ``None`` means unknown, and the
+# authorizer then fails closed (host-specific DENYs apply, host-specific ALLOWs do not).
+current_client_host: ContextVar[str | None] = ContextVar("sluice_client_host", default=None)
+
+
+def client_host(peer: str | None) -> str | None:
+    """The canonical IP address of a socket peer, or ``None`` when it is not an IP address
+    (a Unix socket). Forwarded-for headers are not trusted: brokers face clients directly."""
+    if not peer:
+        return None
+    try:
+        address = ipaddress.ip_address(peer.split("%", 1)[0])
+    except ValueError:
+        return None
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).compressed
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,22 +101,21 @@ def authorize(
         return principal
     current_tenant.set(key.tenant)
     authorizer = root.for_tenant(key.tenant).authorizer or _NO_ACLS
+    host = current_client_host.get()
     op = operation.upper()
     rtype = resource_type.upper()
     if rtype == "CLUSTER":
         if op == "DESCRIBE":
             return principal
-        decision = authorizer.authorize(principal.name, _HOST, op, "CLUSTER", CLUSTER_NAME)
+        decision = authorizer.authorize(principal.name, host, op, "CLUSTER", CLUSTER_NAME)
         if not decision and op == "IDEMPOTENT_WRITE":
-            decision = authorizer.authorize_by_resource_type(
-                principal.name, _HOST, "WRITE", "TOPIC"
-            )
+            decision = authorizer.authorize_by_resource_type(principal.name, host, "WRITE", "TOPIC")
         if not decision:
             raise ClusterAuthorizationFailedError(
                 f"{principal.name} may not {op} on the cluster: {decision.reason}"
             )
         return principal
-    decision = authorizer.authorize(principal.name, _HOST, op, rtype, resource_name)
+    decision = authorizer.authorize(principal.name, host, op, rtype, resource_name)
     if not decision:
         error = GroupAuthorizationFailedError if rtype == "GROUP" else TopicAuthorizationFailedError
         raise error(
@@ -107,8 +126,6 @@ def authorize(
 
 
 CLUSTER_NAME = "kafka-cluster"
-_HOST = "0.0.0.0"  # the client's address is not passed in yet: host-specific ACLs are
-# widened (DENY) or dropped (ALLOW) when the image is built (metadata_image._hostless)
 _NO_ACLS = Authorizer(())
 
 

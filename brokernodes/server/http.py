@@ -17,6 +17,7 @@ from brokernodes.errors import (
     SluiceError,
 )
 from brokernodes.server import http_admin, http_fetch, http_produce
+from brokernodes.server.auth import client_host, current_client_host
 from brokernodes.server.broker import Broker
 from brokernodes.server.http_util import BROKER_KEY, error_response
 
@@ -47,6 +48,7 @@ def make_middleware(broker: Broker):
     @web.middleware
     async def middleware(request: web.Request, handler):
         started = time.perf_counter()
+        current_client_host.set(client_host(request.remote))  # for host-specific ACLs
         route = request.match_info.route
         endpoint = route.name or "unmatched"
         try:

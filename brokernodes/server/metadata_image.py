@@ -77,18 +77,6 @@ def role_bindings(principal: str, role: str) -> list[AclBinding]:
     ]
 
 
-def _hostless(b: AclBinding) -> AclBinding | None:
-    """Brokers do not pass the client's address to ``authorize`` yet: a host-specific DENY
-    applies from every host, a host-specific ALLOW from none (fail closed)."""
-    if b.host == "*":
-        return b
-    if b.permission.name == "DENY":
-        d = b.to_dict()
-        d["host"] = "*"
-        return AclBinding.from_dict(d)
-    return None
-
-
 def _topic(doc: Mapping[str, Any]) -> tuple[TopicInfo, TopicInfo, str]:
     """(global info keyed by topic_id, the tenant's view of it, the tenant)."""
     topic_id = str(doc["topic_id"])
@@ -108,6 +96,8 @@ def _topic(doc: Mapping[str, Any]) -> tuple[TopicInfo, TopicInfo, str]:
                 replicas=tuple(int(x) for x in p.get("replicas") or ()),
                 isr=tuple(int(x) for x in p.get("isr") or ()),
                 storage_key=topic_id,
+                partition_epoch=int(p.get("partition_epoch", 0)),
+                elr=tuple(int(x) for x in p.get("elr") or ()),
             )
             for p in sorted(doc.get("partitions") or (), key=lambda p: int(p["partition"]))
         )
@@ -129,7 +119,12 @@ def build_image(state: State, *, cluster_id: str, broker_id: int, version: int) 
         try:
             if kind == "broker":
                 bid = int(value["id"])
-                brokers[bid] = BrokerInfo(bid, str(value["url"]).rstrip("/"))
+                brokers[bid] = BrokerInfo(
+                    bid,
+                    str(value["url"]).rstrip("/"),
+                    int(value.get("epoch", -1)),
+                    bool(value.get("fenced", False)),
+                )
             elif kind == "topic":
                 glob, view, tenant = _topic(value)
                 topics[glob.name] = glob
@@ -146,9 +141,7 @@ def build_image(state: State, *, cluster_id: str, broker_id: int, version: int) 
                 keys[k.key_id] = k
                 acls[tenant].extend(role_bindings(k.principal, k.role))
             elif kind == "acl":
-                b = _hostless(AclBinding.from_dict(value))
-                if b is not None:
-                    acls[str(value["organisation"])].append(b)
+                acls[str(value["organisation"])].append(AclBinding.from_dict(value))
             elif kind == "quota":
                 quotas[str(value["organisation"])].append(dict(value))
         except (KeyError, TypeError, ValueError, InvalidAclError) as e:

@@ -73,21 +73,28 @@ def test_topics_keys_acls_and_revocation_reach_the_broker(control_plane: Control
     assert [r["value"] for r in consume(broker, "orders", kb)[1]["records"]] == ["b-1"]
     assert [r["value"] for r in consume(broker, "orders", ka)[1]["records"]] == ["a-1"]
 
-    # an ACL DENY on WRITE: produce is refused with 403, fetch still works
-    status, binding = cp.api(
-        "POST",
-        "acls/",
-        {
-            "principal": "User:alpha-app",
-            "resource_type": "TOPIC",
-            "resource_name": "ord",
-            "pattern_type": "PREFIXED",
-            "operation": "WRITE",
-            "permission": "DENY",
-        },
-        key=ka,
-    )
-    assert status == 201, binding
+    # ACL DENYs on WRITE, host-specific: the one for another host never applies; the one for
+    # this client's address (loopback) refuses produce with 403, fetch still works
+    def deny_write(host: str) -> dict:
+        status, binding = cp.api(
+            "POST",
+            "acls/",
+            {
+                "principal": "User:alpha-app",
+                "host": host,
+                "resource_type": "TOPIC",
+                "resource_name": "ord",
+                "pattern_type": "PREFIXED",
+                "operation": "WRITE",
+                "permission": "DENY",
+            },
+            key=ka,
+        )
+        assert status == 201, binding
+        return binding
+
+    deny_write("10.0.0.9")
+    binding = deny_write("127.0.0.1")
     status, body = wait_for(
         "the DENY to apply",
         lambda: (r := produce(broker, "orders", "a-2", ka))[0] == 403 and r,

@@ -398,3 +398,21 @@ def test_authorize_by_resource_type_super_user_and_no_implications():
     assert not by_type([acl(ALLOW, "User:p", "READ", "TOPIC", "t")], op="DESCRIBE")
     with pytest.raises(ValueError, match="not ALL"):
         by_type([], op="ALL")
+
+
+def test_unknown_host_fails_closed():
+    """``host=None``: a host-specific DENY applies, a host-specific ALLOW does not."""
+    az = Authorizer(
+        [
+            acl(ALLOW, "User:carol", "READ", "TOPIC", "t", host="10.0.0.1"),
+            acl(ALLOW, "User:carol", "WRITE", "TOPIC", "t"),
+            acl(DENY, "User:carol", "WRITE", "TOPIC", "t", host="10.0.0.9"),
+        ]
+    )
+    assert az.authorize("User:carol", "10.0.0.1", "READ", "TOPIC", "t")
+    assert not az.authorize("User:carol", None, "READ", "TOPIC", "t")
+    assert az.authorize("User:carol", "10.0.0.2", "WRITE", "TOPIC", "t")
+    assert not az.authorize("User:carol", None, "WRITE", "TOPIC", "t")
+    assert not az.authorize_by_resource_type("User:carol", None, "READ", "TOPIC")
+    assert az.authorize_by_resource_type("User:carol", "10.0.0.1", "READ", "TOPIC")
+    assert not az.authorize_by_resource_type("User:carol", "10.0.0.9", "WRITE", "TOPIC")

@@ -160,19 +160,50 @@ def test_authorize_resolves_the_tenant_and_applies_acls():
     )
 
 
-def test_host_specific_acls_fail_closed():
+def _from(host, fn):
+    """Run ``fn`` as a request from client address ``host`` (None: unknown)."""
+
+    def call():
+        auth.current_client_host.set(auth.client_host(host))
+        return fn()
+
+    return run_in_context(call)
+
+
+def test_host_specific_acls_match_the_client_address():
     allow = rec(
         9, "acl", "y", acl(ORG_A, "User:reader", "orders", "WRITE", "ALLOW", host="10.0.0.1")
     )
     deny = rec(10, "acl", "z", acl(ORG_A, "User:app", "orders", "READ", "DENY", host="10.0.0.2"))
     img = image([*RECORDS, allow, deny])
+    write = lambda: auth.authorize(img, bearer("slk_r", "secret-r"), "WRITE", "topic", "orders")  # noqa: E731
+    read = lambda: auth.authorize(img, bearer("slk_a", SECRET_A), "READ", "topic", "orders")  # noqa: E731
+    # the read-only account may write only from 10.0.0.1
+    assert _from("10.0.0.1", write).name == "User:reader"
+    assert _from("::ffff:10.0.0.1", write).name == "User:reader"  # IPv4-mapped is the same host
     with pytest.raises(TopicAuthorizationFailedError):
-        run_in_context(
-            lambda: auth.authorize(img, bearer("slk_r", "secret-r"), "WRITE", "topic", "orders")
+        _from("127.0.0.1", write)
+    # the app may read from anywhere but 10.0.0.2
+    assert _from("127.0.0.1", read).name == "User:app"
+    with pytest.raises(TopicAuthorizationFailedError):
+        _from("10.0.0.2", read)
+
+
+def test_unknown_client_address_fails_closed():
+    allow = rec(
+        9, "acl", "y", acl(ORG_A, "User:reader", "orders", "WRITE", "ALLOW", host="10.0.0.1")
+    )
+    deny = rec(10, "acl", "z", acl(ORG_A, "User:app", "orders", "READ", "DENY", host="10.0.0.2"))
+    img = image([*RECORDS, allow, deny])
+    assert auth.client_host("/run/sluice.sock") is None and auth.client_host(None) is None
+    with pytest.raises(TopicAuthorizationFailedError):
+        _from(
+            None,
+            lambda: auth.authorize(img, bearer("slk_r", "secret-r"), "WRITE", "topic", "orders"),
         )
     with pytest.raises(TopicAuthorizationFailedError):
-        run_in_context(
-            lambda: auth.authorize(img, bearer("slk_a", SECRET_A), "READ", "topic", "orders")
+        _from(
+            None, lambda: auth.authorize(img, bearer("slk_a", SECRET_A), "READ", "topic", "orders")
         )
 
 
