@@ -10,7 +10,7 @@
 - **Storage**: produce is refused with ``QUOTA_EXCEEDED`` (403) while the tenant's stored
   bytes *on this broker* (the sum of its partition logs' sizes here) are at or over its
   ``storage_bytes`` limit.
-- **Connections** (``max_connections``) are not enforced yet.
+- **Connections** (``max_connections``): ``brokernodes.server.connections``.
 
 Quotas come from the metadata image: each tenant view's ``quotas`` records (the control
 plane's names, ``produce_bytes_per_sec``...), re-read whenever the image's version changes.
