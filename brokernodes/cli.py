@@ -1,6 +1,8 @@
 """``sluice``: the Sluice command line, on the Python SDK.
 
     sluice topics list|describe TOPIC
+    sluice topics create|alter|add-partitions|delete TOPIC   (control plane)
+    sluice acls list|create|delete                           (control plane)
     sluice produce TOPIC            lines from stdin
     sluice consume TOPIC            records to stdout
     sluice bench produce|consume|e2e TOPIC
@@ -26,6 +28,13 @@ from typing import Any
 
 import orjson
 
+from brokernodes.cli_admin import (
+    AdminUsageError,
+    add_acls_command,
+    add_topic_admin_actions,
+    cmd_acls,
+    run_topic_admin,
+)
 from brokernodes.client.admin import AsyncAdmin
 from brokernodes.client.consumer import AsyncConsumer, Consumer, TopicPartition
 from brokernodes.client.metadata import ClusterMetadata
@@ -81,14 +90,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("SLUICE_CLUSTER"),
         help="expected cluster id (env SLUICE_CLUSTER): refuse to run against another cluster",
     )
+    parser.add_argument(
+        "--control-plane",
+        default=os.environ.get("SLUICE_CONTROL_PLANE_URL"),
+        help="the control plane's base URL for topic and ACL changes "
+        "(env SLUICE_CONTROL_PLANE_URL; default http://127.0.0.1:8000)",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     topics = commands.add_parser(
         "topics",
-        help="list and describe topics",
-        description="List and describe topics from the cluster metadata. Creating and "
-        "deleting topics comes with the control plane (the web console and its API); "
-        "until then topics are declared in the brokers' metadata file.",
+        help="list, describe, create, alter and delete topics",
+        description="List and describe topics from the brokers' metadata; create, alter, "
+        "grow and delete them through the control plane (--control-plane).",
     )
     topic_commands = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
     listing = topic_commands.add_parser("list", help="topics with partition counts")
@@ -96,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     describe = topic_commands.add_parser("describe", help="a topic's partitions and offsets")
     describe.add_argument("topic")
     describe.add_argument("--format", choices=("text", "json"), default="text")
+    add_topic_admin_actions(topic_commands)
+    add_acls_command(commands)
 
     produce = commands.add_parser(
         "produce",
@@ -219,14 +235,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "topics":
+            if args.topics_command not in ("list", "describe"):
+                return run_topic_admin(args)
             return cmd_topics(args)
+        if args.command == "acls":
+            return cmd_acls(args)
         if args.command == "produce":
             return cmd_produce(args)
         if args.command == "consume":
             return cmd_consume(args)
         if args.command == "bench":
             return cmd_bench(args)
-    except UsageError as exc:
+    except (UsageError, AdminUsageError) as exc:
         parser.exit(EXIT_USAGE, f"sluice: error: {exc}\n")
     except BrokenPipeError:
         _silence_stdout()

@@ -1,8 +1,9 @@
 """Cluster inspection: ``AsyncAdmin`` and the blocking ``Admin``.
 
-Reads metadata (topics, partitions, leaders, offsets) and lists offsets. Creating, altering
-and deleting topics belongs to the control plane (its REST API and console); until that
-issue lands the brokers' static metadata file declares topics, and these methods say so.
+Reads metadata (topics, partitions, leaders, offsets) from the brokers and lists offsets.
+Creating and deleting topics goes to the control plane's REST API (``client.control``, at
+``control_plane_url`` or ``$SLUICE_CONTROL_PLANE_URL``), which places the partitions; the
+brokers learn the topic from the metadata log within milliseconds.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from urllib.parse import quote
 
 from brokernodes.client._loop import LoopThread
 from brokernodes.client.consumer import OffsetAndTimestamp
+from brokernodes.client.control import ControlPlane
 from brokernodes.client.http import HttpTransport
 from brokernodes.client.metadata import (
     ClusterMetadata,
@@ -22,14 +24,9 @@ from brokernodes.client.metadata import (
     bootstrap_urls,
     fetch_metadata,
 )
-from brokernodes.errors import BrokerError, SluiceError
+from brokernodes.errors import BrokerError
 
 __all__ = ["Admin", "AsyncAdmin"]
-
-_CONTROL_PLANE = (
-    "topics are created and deleted through the control plane (web console or its REST API); "
-    "a broker alone serves the topics of its metadata file"
-)
 
 
 class AsyncAdmin:
@@ -40,8 +37,12 @@ class AsyncAdmin:
         *,
         request_timeout_ms: float = 30_000,
         transport: HttpTransport | None = None,
+        control_plane_url: str | None = None,
     ) -> None:
         self._urls = bootstrap_urls(url)
+        self.control_plane = ControlPlane(
+            control_plane_url, api_key, timeout=request_timeout_ms / 1000
+        )
         self._transport = transport or HttpTransport(
             api_key, request_timeout_s=request_timeout_ms / 1000
         )
@@ -92,11 +93,17 @@ class AsyncAdmin:
         found = await asyncio.gather(*(one(tp, spec) for tp, spec in pairs))
         return dict(zip(tps, found, strict=True))
 
-    async def create_topic(self, name: str, partitions: int, **configs: Any) -> None:
-        raise SluiceError(f"cannot create topic {name!r} here: {_CONTROL_PLANE}")
+    async def create_topic(
+        self, name: str, partitions: int, replication_factor: int = 1, **configs: Any
+    ) -> dict[str, Any]:
+        """Create a topic through the control plane (configs by Kafka name, e.g.
+        ``**{"retention.ms": "3600000"}``); its description as the control plane answers."""
+        return await asyncio.to_thread(
+            self.control_plane.create_topic, name, partitions, replication_factor, configs
+        )
 
     async def delete_topic(self, name: str) -> None:
-        raise SluiceError(f"cannot delete topic {name!r} here: {_CONTROL_PLANE}")
+        await asyncio.to_thread(self.control_plane.delete_topic, name)
 
 
 class Admin:
@@ -124,8 +131,12 @@ class Admin:
     def list_offsets(self, specs: Mapping) -> dict[TopicPartition, OffsetAndTimestamp]:
         return self._thread.run(self._admin.list_offsets(specs))
 
-    def create_topic(self, name: str, partitions: int, **configs: Any) -> None:
-        self._thread.run(self._admin.create_topic(name, partitions, **configs))
+    def create_topic(
+        self, name: str, partitions: int, replication_factor: int = 1, **configs: Any
+    ) -> dict[str, Any]:
+        return self._thread.run(
+            self._admin.create_topic(name, partitions, replication_factor, **configs)
+        )
 
     def delete_topic(self, name: str) -> None:
         self._thread.run(self._admin.delete_topic(name))

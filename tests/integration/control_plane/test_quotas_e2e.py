@@ -241,3 +241,44 @@ def test_storage_quota_refuses_produce_and_appends_nothing(control_plane: Contro
     assert len(fetched["records"]) >= 1
     assert 0 < fetched["throttle_time_ms"] == header <= 3000, fetched
     assert elapsed >= header / 1000 - 0.01, (elapsed, header)
+
+
+def test_connection_quota_refuses_the_connection_over_the_limit(control_plane: ControlPlane):
+    cp = control_plane
+    delta = cp.tenant("delta")
+    key = delta["api_key"]
+    broker = cp.start_broker(1)
+    create_topic(cp, broker, "conns", key)
+    StaffSession(cp).set_quota("delta", max_connections=2)
+    first, second = Producer(broker.url, "conns", key), Producer(broker.url, "conns", key)
+    assert first.send("1")[0] == 200 and second.send("2")[0] == 200
+
+    def third_refused(value: str):
+        third = Producer(broker.url, "conns", key)
+        status, body, _, _ = third.send(value)
+        third.close()
+        return status == 403 and body
+
+    # (until the broker has the quota, these probes are accepted)
+    wait_for("the connection quota to apply", lambda: third_refused("probe"))
+    body = third_refused("3")
+    assert body["error_code"] == "QUOTA_EXCEEDED" and body["quota"] == "connections", body
+    assert body["used"] == 2 and body["limit"] == 2, body
+    # the open connections keep working; closing one frees its place
+    assert first.send("4")[0] == 200
+    second.close()
+    fourth = Producer(broker.url, "conns", key)
+    assert wait_for("a freed place", lambda: fourth.send("5")[0] == 200)
+    fourth.close()
+    first.close()
+
+    def records():
+        status, body = http(
+            "GET",
+            f"{broker.url}/sluice/v1/topics/conns/partitions/0/records?offset=0&format=text",
+            key=key,
+        )
+        return status == 200 and [r["value"] for r in body["records"] if r["value"] != "probe"]
+
+    # the refused request appended nothing
+    assert wait_for("a fetch once the connections closed", records) == ["1", "2", "4", "5"]
