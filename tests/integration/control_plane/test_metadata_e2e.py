@@ -222,7 +222,29 @@ def test_metrics_are_for_operators_only(control_plane: ControlPlane):
             urllib.request.urlopen(request, timeout=5)
         assert refused.value.code == 401
         assert json.loads(refused.value.read())["error_code"] == "UNAUTHENTICATED"
+    # byte counters are per tenant and topic: two tenants' topics of one name stay apart
+    bravo = cp.tenant("bravo")
+    for tenant_key in (key, bravo["api_key"]):
+        status, topic = cp.api(
+            "POST",
+            "topics/",
+            {"name": "orders", "partitions": 1, "replication_factor": 1},
+            key=tenant_key,
+        )
+        assert status == 201, topic
+        wait_for("the topic", lambda k=tenant_key: topic_id_on(broker, "orders", k))
+        wait_for(
+            "a produce",
+            lambda k=tenant_key: produce(broker, "orders", "v" * 10, k)[0] == 200,
+        )
     request = urllib.request.Request(url, headers={"Authorization": f"Cluster {SECRET}"})
     with urllib.request.urlopen(request, timeout=5) as r:
         assert r.status == 200
-        assert b"sluice_bytes_in_total" in r.read()
+        text = r.read().decode()
+    lines = [
+        line
+        for line in text.splitlines()
+        if line.startswith("sluice_bytes_in_total{") and 'topic="orders"' in line
+    ]
+    tenants = {line.split('tenant="', 1)[1].split('"', 1)[0] for line in lines}
+    assert len(lines) == 2 and len(tenants) == 2 and "" not in tenants, lines
