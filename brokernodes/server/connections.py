@@ -5,9 +5,10 @@ A connection counts for a tenant from its first authenticated request until it c
 WebSocket is the connection it was upgraded from, so it counts once. A request that would
 open the tenant's (or the principal's) N+1-th connection is refused with ``QUOTA_EXCEEDED``
 (403, like the storage quota: retrying helps only once the client closes other connections);
-that connection stays uncounted, and each further request on it is checked again. Connections are tracked by their transport; a closed one is
-forgotten the next time the tenant's connections are counted, so nothing holds a count after
-the socket is gone. Keys without a tenant (static-file brokers) are never counted.
+that connection stays uncounted, and each further request on it is checked again.
+Connections are tracked by their transport; a closed one is forgotten the next time the
+tenant's connections are counted, so nothing holds a count after the socket is gone.
+Keys without a tenant (static-file brokers) are never counted.
 """
 
 from __future__ import annotations
