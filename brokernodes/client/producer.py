@@ -14,8 +14,9 @@ How a record travels (Kafka's producer, over the binary HTTP produce path):
    partition is in flight at a time, which keeps a partition's batches in order over HTTP's
    several connections; up to ``max_in_flight`` requests (to different partitions) run at
    once per broker.
-4. Retriable failures (no connection, timeouts, 5xx, NOT_LEADER_OR_FOLLOWER after a
-   metadata refresh) resend the very same bytes after a backoff, so with idempotence the
+4. Retriable failures (no connection, timeouts, 5xx, NOT_ENOUGH_REPLICAS; and after a
+   metadata refresh NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH: leadership moved) resend
+   the very same bytes after a backoff, so with idempotence the
    broker answers a batch it already has with its original offsets instead of appending it
    twice. The broker remembers a producer's last 5 batches per partition; a request never
    holds more, and nothing else of that partition is in flight meanwhile.
@@ -67,6 +68,19 @@ KEY_CACHE_SIZE = 65536
 GIL_YIELD_EVERY = 1023  # Producer.send yields the GIL once per 1024 records (a mask)
 FATAL_SEQUENCE_CODES = frozenset({"OUT_OF_ORDER_SEQUENCE_NUMBER", "INVALID_PRODUCER_EPOCH"})
 SPLIT_CODES = frozenset({"REQUEST_TOO_LARGE", "MESSAGE_TOO_LARGE"})
+# Answers that mean "the leader may have moved": refresh metadata before the retry (a
+# timeout too: a paused or partitioned leader answers nothing).
+REFRESH_CODES = frozenset(
+    {
+        "NOT_LEADER_OR_FOLLOWER",
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "LEADER_NOT_AVAILABLE",
+        "FENCED_LEADER_EPOCH",
+        "UNKNOWN_LEADER_EPOCH",
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+        "KAFKA_STORAGE_ERROR",  # the leader's disk failed: leadership is moving away
+    }
+)
 
 _new_future = partial(tuple.__new__, RecordFuture)  # skips a Python-level __init__
 _time_ns = time.time_ns
@@ -728,11 +742,9 @@ class AsyncProducer:
                     hint = exc.details.get("leader_url")
                     if isinstance(hint, str) and hint and normalize_url(hint) != leader:
                         hinted_leader = normalize_url(hint)
-                if code in (
-                    "NOT_LEADER_OR_FOLLOWER",
-                    "UNKNOWN_TOPIC_OR_PARTITION",
-                    "LEADER_NOT_AVAILABLE",
-                ) or isinstance(exc, BrokerConnectionError):
+                if code in REFRESH_CODES or isinstance(
+                    exc, BrokerConnectionError | ClientTimeoutError
+                ):
                     await asyncio.sleep(backoff)
                     try:
                         await self._refresh_metadata()

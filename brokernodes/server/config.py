@@ -31,7 +31,14 @@ class BrokerConfig:
     control_plane_url: str | None = None
     broker_id: int | None = None
     advertised_url: str | None = None  # how clients and other brokers reach this broker
-    cluster_secret: str = ""
+    cluster_secret: str = ""  # broker-to-broker and broker-to-control-plane credential
+    # replication (docs/replication.md); Kafka's names
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_max_bytes: int = 1024 * 1024
+    acks_all_timeout_s: float = 30.0  # an acks=all produce waits at most this for the ISR
+    controlled_shutdown_timeout_s: float = 30.0
+    scrub_interval_s: float = 3600.0  # followers re-verify sealed segments (0: never)
 
 
 def parse_args(argv: list[str] | None = None) -> BrokerConfig:
@@ -71,6 +78,29 @@ def parse_args(argv: list[str] | None = None) -> BrokerConfig:
         default=int(env("SLUICE_HOUSEKEEPING_INTERVAL_MS", 30_000)),
     )
     p.add_argument("--log-level", default=env("SLUICE_LOG_LEVEL", "INFO"))
+    p.add_argument(
+        "--replica-lag-time-max-ms",
+        type=int,
+        default=int(env("SLUICE_REPLICA_LAG_TIME_MAX_MS", 30_000)),
+        help="a follower not caught up for this long leaves the ISR (Kafka's default)",
+    )
+    p.add_argument(
+        "--replica-fetch-wait-max-ms",
+        type=int,
+        default=int(env("SLUICE_REPLICA_FETCH_WAIT_MAX_MS", 500)),
+    )
+    p.add_argument(
+        "--scrub-interval-ms",
+        type=int,
+        default=int(env("SLUICE_SCRUB_INTERVAL_MS", 3_600_000)),
+        help="how often followers re-verify the CRCs of their sealed segments (0: never)",
+    )
+    p.add_argument(
+        "--acks-all-timeout-ms",
+        type=int,
+        default=int(env("SLUICE_ACKS_ALL_TIMEOUT_MS", 30_000)),
+        help="how long an acks=all produce waits for the in-sync replicas",
+    )
     a = p.parse_args(argv)
     secret = env("SLUICE_CLUSTER_SECRET", "")
     if a.control_plane:
@@ -94,4 +124,8 @@ def parse_args(argv: list[str] | None = None) -> BrokerConfig:
         body_timeout_s=a.body_timeout_ms / 1000,
         housekeeping_interval_s=a.housekeeping_interval_ms / 1000,
         log_level=a.log_level.upper(),
+        replica_lag_time_max_ms=a.replica_lag_time_max_ms,
+        replica_fetch_wait_max_ms=a.replica_fetch_wait_max_ms,
+        acks_all_timeout_s=a.acks_all_timeout_ms / 1000,
+        scrub_interval_s=a.scrub_interval_ms / 1000,
     )

@@ -1,4 +1,9 @@
-"""Fetch (binary, zero-copy; JSON, decoded) and list offsets."""
+"""Fetch (binary, zero-copy; JSON, decoded) and list offsets.
+
+The binary fetch is also the replica fetch: with ``replica_id`` (plus
+``current_leader_epoch`` and ``broker_epoch``) it is another broker's follower, admitted by
+the cluster secret instead of an API key, reading past the high watermark and not counted
+against tenant quotas (docs/replication.md)."""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from brokernodes.errors import KafkaStorageError
+from brokernodes.server.http_replication import authenticate_broker
 from brokernodes.server.http_util import auth_header, json_response, topic_partition
 from brokernodes.server.json_records import render_batches
 from brokernodes.server.params import choice_param, int_param, timestamp_param
@@ -46,13 +52,22 @@ def add_routes(app: web.Application, broker: Broker) -> None:
     zero_copy = config.fetch_path == "sendfile"
 
     async def fetch_and_open(
-        topic: str, p: int, query, *, min_bytes: int, max_wait_ms: int, max_bytes: int
+        topic: str,
+        p: int,
+        query,
+        *,
+        min_bytes: int,
+        max_wait_ms: int,
+        max_bytes: int,
+        replica: bool = False,
     ) -> tuple[FetchData, list[OpenSlice]]:
         """Fetch, then open the slices' files; a file that vanished (retention or
         compaction raced the read) means one more read of the log."""
         offset = int_param(query, "offset", minimum=0)
-        replica = query.get("replica_id")
-        replica_id = None if replica is None else int_param(query, "replica_id", minimum=0)
+        # only an authenticated broker is a replica (it reads past the high watermark)
+        replica_id = int_param(query, "replica_id", minimum=0) if replica else None
+        epoch = int_param(query, "current_leader_epoch", -1, minimum=-1)
+        broker_epoch = int_param(query, "broker_epoch", -1, minimum=-1)
         for attempt in range(2):
             data = await broker.replicas.fetch(
                 topic,
@@ -62,6 +77,8 @@ def add_routes(app: web.Application, broker: Broker) -> None:
                 max_wait_ms=max_wait_ms if attempt == 0 else 0,
                 min_bytes=min_bytes,
                 replica_id=replica_id,
+                current_leader_epoch=epoch,
+                broker_epoch=broker_epoch,
             )
             opened = open_slices(data.slices)
             if opened is not None:
@@ -79,17 +96,30 @@ def add_routes(app: web.Application, broker: Broker) -> None:
 
     async def fetch_batches(request: web.Request) -> web.StreamResponse:
         topic, p = topic_partition(request)
-        principal = broker.authorize(auth_header(request), "READ", "topic", topic)
         q = request.query
+        replica = "replica_id" in q
+        if replica:
+            authenticate_broker(broker, request)
+            principal = None
+        else:
+            principal = broker.authorize(auth_header(request), "READ", "topic", topic)
         max_bytes, max_wait_ms = limits(q)
         min_bytes = int_param(q, "min_bytes", 1, minimum=0)
         data, opened = await fetch_and_open(
-            topic, p, q, min_bytes=min_bytes, max_wait_ms=max_wait_ms, max_bytes=max_bytes
+            topic,
+            p,
+            q,
+            min_bytes=min_bytes,
+            max_wait_ms=max_wait_ms,
+            max_bytes=max_bytes,
+            replica=replica,
         )
         try:
             total = sum(s.length for s in opened)
             # KIP-219: record, then answer after the throttle time
-            throttle = await broker.quotas.throttle_fetch(principal, total)
+            throttle = (
+                0 if principal is None else await broker.quotas.throttle_fetch(principal, total)
+            )
             resp = web.StreamResponse(
                 headers={
                     "Content-Type": BINARY,
@@ -115,7 +145,8 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             await resp.write_eof()
         finally:
             close_slices(s.fd for s in opened)
-        broker.metrics.record_out(topic, total)
+        if not replica:
+            broker.metrics.record_out(topic, total)
         return resp
 
     async def fetch_records(request: web.Request) -> web.Response:

@@ -141,7 +141,9 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             )
         broker.quotas.check_storage(principal)
         nbytes = len(body)
-        result = await partition.append_as_leader(body, acks=acks)
+        result = await partition.append_as_leader(
+            body, acks=acks, timeout=config.acks_all_timeout_s
+        )
         if not result.duplicate:
             broker.metrics.record_in(topic, result.bytes, result.record_count)
         throttle = await broker.quotas.throttle_produce(principal, nbytes)

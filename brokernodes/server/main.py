@@ -3,7 +3,9 @@
 Start order: listen first (``/healthz`` answers, ``/readyz`` says 503) then open and recover
 the partition logs, then ready. SIGTERM/SIGINT: not ready, stop accepting, release long
 polls, let in-flight requests finish (``shutdown_timeout_s``), flush and close every log,
-which writes the clean-shutdown markers.
+which writes the clean-shutdown markers. Under the control plane SIGTERM first asks the
+controller to move leadership away (controlled shutdown) while the broker keeps serving, and
+registration tells the controller whether every log was shut down cleanly last time.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from brokernodes.server.metadata import (
     StaticMetadataSource,
 )
 from brokernodes.server.metadata_client import ControlPlaneMetadataSource
+from brokernodes.server.replication_metrics import ReplicationCollector
+from brokernodes.storage.recovery import CLEAN_SHUTDOWN_FILE
 
 logger = logging.getLogger("sluice.broker")
 
@@ -51,6 +55,27 @@ def tune_malloc() -> None:
         libc.mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024)
 
 
+def logs_shut_down_cleanly(data_dir: str) -> bool:
+    """True when every partition log under ``data_dir`` has its clean-shutdown marker (so
+    nothing unflushed can have been lost since this broker last ran)."""
+    try:
+        names = os.listdir(data_dir)
+    except FileNotFoundError:
+        return True
+    for name in names:
+        path = os.path.join(data_dir, name)
+        if name.endswith(".deleted") or not os.path.isdir(path):
+            continue
+        stem, _, number = name.rpartition("-")
+        if (
+            stem
+            and number.isdigit()
+            and not os.path.exists(os.path.join(path, CLEAN_SHUTDOWN_FILE))
+        ):
+            return False
+    return True
+
+
 def metadata_source(config: BrokerConfig) -> MetadataSource:
     if config.control_plane_url:
         assert config.broker_id is not None and config.advertised_url
@@ -60,6 +85,8 @@ def metadata_source(config: BrokerConfig) -> MetadataSource:
             advertised_url=config.advertised_url,
             secret=config.cluster_secret,
             data_dir=config.data_dir,
+            clean_shutdown=logs_shut_down_cleanly(config.data_dir),
+            controlled_shutdown_timeout_s=config.controlled_shutdown_timeout_s,
         )
     return StaticMetadataSource(config.metadata_path)
 
@@ -79,7 +106,13 @@ def revocation_listener(broker: Broker, image: ClusterMetadata):
     return on_metadata
 
 
-async def serve(config: BrokerConfig) -> None:
+EXIT_LOG_DIR_FAILED = 3
+FAILED_SHUTDOWN_TIMEOUT_S = 5.0
+
+
+async def serve(config: BrokerConfig) -> int:
+    """Run the broker until SIGTERM/SIGINT (exit code 0) or until its log directory fails
+    (``EXIT_LOG_DIR_FAILED``: leadership is handed away first, no clean-shutdown markers)."""
     metadata = metadata_source(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -95,7 +128,7 @@ async def serve(config: BrokerConfig) -> None:
             await starting
         await metadata.close()
         logger.info("stopped before the first metadata arrived")
-        return
+        return 0
     starting.result()
     broker = Broker(config, metadata)
     metadata.add_listener(broker.replicas.reconcile)
@@ -117,6 +150,7 @@ async def serve(config: BrokerConfig) -> None:
         ],
         lambda: len(runner.server.connections) if runner.server else 0,
     )
+    broker.metrics.registry.register(ReplicationCollector(broker.replicas))
     site = web.TCPSite(runner, config.host, config.port, reuse_address=True, backlog=1024)
     await site.start()
     logger.info(
@@ -132,19 +166,29 @@ async def serve(config: BrokerConfig) -> None:
     if start in done:
         start.result()  # a storage error at start ends the process
         logger.info("broker ready: %d partitions", len(broker.replicas.partitions))
-        await stopped
+        failed = asyncio.create_task(broker.replicas.log_dir_failed.wait())
+        await asyncio.wait((stopped, failed), return_when=asyncio.FIRST_COMPLETED)
+        failed.cancel()
     else:
         start.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await start
     logger.info("shutting down")
+    if start in done:
+        # after a disk failure hand leadership away briefly, then go (Kafka halts at once)
+        failed_dir = broker.replicas.log_dir_failed.is_set()
+        await metadata.controlled_shutdown(FAILED_SHUTDOWN_TIMEOUT_S if failed_dir else None)
     broker.stopping = True
     for p in broker.replicas.partitions.values():
         p.wake_all()
     await runner.cleanup()
     await metadata.close()
     await broker.close()
+    if broker.replicas.log_dir_failed.is_set():
+        logger.error("stopped: the log directory %s failed", config.data_dir)
+        return EXIT_LOG_DIR_FAILED
     logger.info("stopped cleanly")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         loop_factory = uvloop.new_event_loop
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(serve(config))
+            return runner.run(serve(config))
     except MetadataError as e:
         logger.error("%s", e)
         return 2

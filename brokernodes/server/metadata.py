@@ -26,15 +26,21 @@ from types import MappingProxyType
 from typing import Any
 
 from brokernodes.errors import UnknownTopicOrPartitionError
+from brokernodes.replication.leader import AlterPartitionRequest, AlterPartitionResponse
 from brokernodes.storage.config import LogConfig
 
 LEGAL_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+MIN_ISR = "min.insync.replicas"
+# topic configs for replication, not for the log (LogConfig refuses names it does not hold)
+REPLICATION_CONFIGS = frozenset({MIN_ISR, "unclean.leader.election.enable"})
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     id: int
     url: str
+    epoch: int = -1  # the broker epoch of its current registration (control plane)
+    fenced: bool = False  # missed heartbeats or shutting down: not eligible for the ISR
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +54,8 @@ class ApiKey:
 
 @dataclass(frozen=True, slots=True)
 class PartitionInfo:
-    """One partition's assignment: leader, leader epoch, replicas and in-sync replicas."""
+    """One partition's assignment: leader, leader epoch, replicas and in-sync replicas
+    (plus the partition epoch every ISR change bumps, and KIP-966's eligible leaders)."""
 
     topic: str
     partition: int
@@ -57,6 +64,8 @@ class PartitionInfo:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     storage_key: str = ""  # the log directory's stem: topic_id (control plane) or the name
+    partition_epoch: int = 0
+    elr: tuple[int, ...] = ()
 
     @property
     def log_key(self) -> str:
@@ -127,6 +136,14 @@ class ClusterMetadata:
         b = self.brokers.get(broker_id)
         return b.url if b else None
 
+    def min_insync_replicas(self, topic: str) -> int:
+        """The topic's ``min.insync.replicas`` (1 when unset or unreadable)."""
+        info = self.topics.get(topic)
+        try:
+            return max(1, int(info.configs.get(MIN_ISR, "1"))) if info else 1
+        except ValueError:
+            return 1
+
     def led_partitions(self) -> list[PartitionInfo]:
         """Every partition this broker leads."""
         return [p for t in self.topics.values() for p in t.partitions if p.leader == self.broker_id]
@@ -174,12 +191,15 @@ def _parse_topic(t: Mapping[str, Any], broker_id: int) -> TopicInfo:
     if not isinstance(replicas_doc, list) or len(replicas_doc) != n:
         raise MetadataError(f"{where}: replicas must list {n} replica lists")
     isr_doc = t.get("isr") or replicas_doc
+    partition_epochs = _int_list(t.get("partition_epochs", [0] * n), n, f"{where} partition_epochs")
     configs = t.get("configs") or {}
     if not isinstance(configs, dict):
         raise MetadataError(f"{where}: configs must be an object")
     configs = {str(k): str(v) for k, v in configs.items()}
     try:
-        log_config = LogConfig.from_properties(configs)
+        log_config = LogConfig.from_properties(
+            {k: v for k, v in configs.items() if k not in REPLICATION_CONFIGS}
+        )
     except (ValueError, TypeError) as e:
         raise MetadataError(f"{where}: bad configs: {e}") from e
     partitions = tuple(
@@ -190,6 +210,7 @@ def _parse_topic(t: Mapping[str, Any], broker_id: int) -> TopicInfo:
             leader_epoch=epochs[i],
             replicas=tuple(_int_list(replicas_doc[i], len(replicas_doc[i]), f"{where} replicas")),
             isr=tuple(_int_list(isr_doc[i], len(isr_doc[i]), f"{where} isr")),
+            partition_epoch=partition_epochs[i],
         )
         for i in range(n)
     )
@@ -257,6 +278,29 @@ class MetadataSource:
 
     async def start(self) -> None:
         """Have an image ready (a static source already has)."""
+
+    @property
+    def broker_epoch(self) -> int:
+        """This broker's current registration epoch (-1: no control plane)."""
+        return -1
+
+    async def alter_partition(
+        self, info: PartitionInfo, request: AlterPartitionRequest
+    ) -> AlterPartitionResponse:
+        """Send an ISR change (``replication.AlterPartitionRequest``) to whoever decides
+        ISRs; returns a ``replication.AlterPartitionResponse``.
+
+        Without a controller (static metadata) the leader is the authority for the
+        partitions it leads (their leaders are fixed), so the change is committed at once
+        with a new partition epoch; see docs/replication.md."""
+        return AlterPartitionResponse(
+            leader_epoch=request.leader_epoch,
+            partition_epoch=request.partition_epoch + 1,
+            isr=request.isr,
+        )
+
+    async def controlled_shutdown(self, timeout_s: float | None = None) -> None:
+        """Hand leadership away before stopping (nothing to do without a controller)."""
 
     async def close(self) -> None:
         """Stop background work."""

@@ -6,12 +6,18 @@
 - Background tasks: heartbeats every ``heartbeat_interval`` (re-registering when the control
   plane forgot this broker), and a long-poll loop ``GET /internal/v1/metadata?since=V&wait_ms=W``
   that applies each delta (or full image) to a new immutable image, writes the cache
-  atomically (temp file, fsync, rename) and calls the listeners (``ReplicaManager.reconcile``,
-  WebSocket revocation...).
+  atomically (temp file, fsync, rename), calls the listeners (``ReplicaManager.reconcile``,
+  WebSocket revocation...) and only then serves the new image to requests.
 - ``current()`` is one attribute read (plus the tenant view when a tenant key authenticated
   the running request; see ``metadata``).
 
 Every internal request carries ``Authorization: Cluster <secret>`` (``SLUICE_CLUSTER_SECRET``).
+
+Replication (docs/replication.md, the wire contract with the controller): registration
+sends ``clean_shutdown`` (every log had its clean-shutdown marker at start) and gets a new
+``broker_epoch`` (KIP-903) that heartbeats carry; a heartbeat answered 409
+STALE_BROKER_EPOCH registers again. ``alter_partition`` sends the leader's ISR proposals,
+``controlled_shutdown`` asks the controller to move leadership away before the broker stops.
 """
 
 from __future__ import annotations
@@ -28,7 +34,14 @@ from typing import Any
 
 import aiohttp
 
-from brokernodes.server.metadata import ClusterMetadata, MetadataSource, current_tenant
+from brokernodes.replication import errors as codes
+from brokernodes.replication.leader import AlterPartitionRequest, AlterPartitionResponse
+from brokernodes.server.metadata import (
+    ClusterMetadata,
+    MetadataSource,
+    PartitionInfo,
+    current_tenant,
+)
 from brokernodes.server.metadata_image import State, apply_records, build_image
 
 logger = logging.getLogger("sluice.broker.metadata")
@@ -38,7 +51,18 @@ CACHE_FORMAT = 1
 
 
 class ControlPlaneError(RuntimeError):
-    pass
+    def __init__(self, message: str, status: int = 0, body: bytes = b"") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+    @property
+    def error_code(self) -> str:
+        try:
+            doc = json.loads(self.body)
+        except ValueError:
+            return ""
+        return str(doc.get("error_code", "")) if isinstance(doc, dict) else ""
 
 
 class ControlPlaneMetadataSource(MetadataSource):
@@ -54,6 +78,8 @@ class ControlPlaneMetadataSource(MetadataSource):
         heartbeat_interval_s: float = 2.0,
         request_timeout_s: float = 10.0,
         max_backoff_s: float = 5.0,
+        clean_shutdown: bool = True,
+        controlled_shutdown_timeout_s: float = 30.0,
     ) -> None:
         self.base = control_plane_url.rstrip("/")
         self.broker_id = broker_id
@@ -71,6 +97,14 @@ class ControlPlaneMetadataSource(MetadataSource):
         self._session: aiohttp.ClientSession | None = None
         self._tasks: list[asyncio.Task] = []
         self.registered = False
+        self.clean_shutdown = clean_shutdown
+        self.controlled_shutdown_timeout_s = controlled_shutdown_timeout_s
+        self._broker_epoch = -1
+        self._legacy_registration = False  # a control plane without broker epochs
+
+    @property
+    def broker_epoch(self) -> int:
+        return self._broker_epoch
 
     # --- MetadataSource ----------------------------------------------------------------
 
@@ -140,23 +174,44 @@ class ControlPlaneMetadataSource(MetadataSource):
         ) as resp:
             body = await resp.read()
             if resp.status != 200:
+                text = body[:200].decode(errors="replace")
                 raise ControlPlaneError(
-                    f"{method} {path} answered {resp.status}: {body[:200].decode(errors='replace')}"
+                    f"{method} {path} answered {resp.status}: {text}",
+                    resp.status,
+                    body,
                 )
             return json.loads(body)
 
     async def _register(self) -> None:
-        doc = await self._request(
-            "POST",
-            "/internal/v1/brokers/register",
-            json={"broker_id": self.broker_id, "url": self.advertised_url},
-            timeout_s=self.request_timeout_s,
-        )
+        body: dict[str, Any] = {"broker_id": self.broker_id, "url": self.advertised_url}
+        if not self._legacy_registration:
+            body["clean_shutdown"] = self.clean_shutdown
+        try:
+            doc = await self._request(
+                "POST",
+                "/internal/v1/brokers/register",
+                json=body,
+                timeout_s=self.request_timeout_s,
+            )
+        except ControlPlaneError as e:
+            if e.status != 400 or b"clean_shutdown" not in e.body:
+                raise
+            logger.warning("the control plane knows no broker epochs; registering without")
+            self._legacy_registration = True
+            return await self._register()
+        self._broker_epoch = int(doc.get("broker_epoch", -1))
+        # a later registration of this same process lost nothing: its logs are intact
+        self.clean_shutdown = True
         self.cluster_id = str(doc["cluster_id"])
         if "heartbeat_interval_ms" in doc:
             self.heartbeat_interval_s = max(0.1, doc["heartbeat_interval_ms"] / 1000)
         self.registered = True
-        logger.info("registered as broker %d with %s", self.broker_id, self.base)
+        logger.info(
+            "registered as broker %d (broker epoch %d) with %s",
+            self.broker_id,
+            self._broker_epoch,
+            self.base,
+        )
 
     async def _pull(self, *, wait_ms: int) -> None:
         doc = await self._request(
@@ -176,7 +231,7 @@ class ControlPlaneMetadataSource(MetadataSource):
             return
         self.cluster_id = str(doc.get("cluster_id") or self.cluster_id)
         self._state = apply_records(self._state, records, reset=reset)
-        self._image = build_image(
+        image = build_image(
             self._state, cluster_id=self.cluster_id, broker_id=self.broker_id, version=version
         )
         logger.info(
@@ -185,14 +240,18 @@ class ControlPlaneMetadataSource(MetadataSource):
             "image" if reset else "delta",
             len(records),
         )
-        await asyncio.to_thread(self._write_cache, self._image.version, dict(self._state))
+        await asyncio.to_thread(self._write_cache, image.version, dict(self._state))
+        # The listeners (the replica manager opening new partitions, becoming leader or
+        # follower...) run before requests see the image: a client that learns of a topic
+        # or a leader from this broker finds its partition ready here.
         for listener in list(self._listeners):
             try:
-                result = listener(self._image)
+                result = listener(image)
                 if inspect.isawaitable(result):
                     await result
             except Exception:
                 logger.exception("metadata listener %r failed", listener)
+        self._image = image
 
     async def _poll_loop(self) -> None:
         delay = 0.2
@@ -213,20 +272,94 @@ class ControlPlaneMetadataSource(MetadataSource):
             try:
                 if not self.registered:
                     await self._register()
+                body: dict[str, Any] = {
+                    "broker_id": self.broker_id,
+                    "metadata_version": self.version,
+                }
+                if self._broker_epoch >= 0:
+                    body["broker_epoch"] = self._broker_epoch
                 await self._request(
                     "POST",
                     "/internal/v1/brokers/heartbeat",
-                    json={"broker_id": self.broker_id, "metadata_version": self.version},
+                    json=body,
                     timeout_s=self.request_timeout_s,
                 )
             except asyncio.CancelledError:
                 raise
             except ControlPlaneError as e:
-                if " 404:" in str(e):  # the control plane forgot us (a new database)
+                # 404: the control plane forgot us (a new database); 409 STALE_BROKER_EPOCH:
+                # the controller fenced this registration (e.g. the process was paused)
+                if e.status in (404, 409):
                     self.registered = False
                 logger.warning("heartbeat failed: %s", e)
             except Exception as e:
                 logger.warning("heartbeat failed: %s", e)
+
+    # --- replication -------------------------------------------------------------------
+
+    async def alter_partition(
+        self, info: PartitionInfo, request: AlterPartitionRequest
+    ) -> AlterPartitionResponse:
+        """AlterPartition to the controller (contract item 4)."""
+        body = {
+            "broker_id": self.broker_id,
+            "broker_epoch": self._broker_epoch,
+            "topic_id": info.storage_key or info.topic,
+            "partition": info.partition,
+            "leader_epoch": request.leader_epoch,
+            "partition_epoch": request.partition_epoch,
+            "new_isr": [
+                {"broker_id": b, "broker_epoch": self._broker_epoch if b == self.broker_id else e}
+                for b, e in request.new_isr
+            ],
+        }
+        try:
+            doc = await self._request(
+                "POST",
+                "/internal/v1/partitions/alter",
+                json=body,
+                timeout_s=self.request_timeout_s,
+            )
+        except ControlPlaneError as e:
+            code = e.error_code or codes.INVALID_REQUEST
+            return AlterPartitionResponse(error=code)
+        return AlterPartitionResponse(
+            error=str(doc.get("error_code", codes.NONE)),
+            leader_epoch=int(doc.get("leader_epoch", -1)),
+            partition_epoch=int(doc.get("partition_epoch", -1)),
+            isr=tuple(int(b) for b in doc.get("isr") or ()),
+        )
+
+    async def controlled_shutdown(self, timeout_s: float | None = None) -> None:
+        """Ask the controller to move leadership away (contract item 5), repeating every
+        0.5 s until this broker leads nothing or the timeout passes."""
+        if not self.registered:
+            return
+        loop = asyncio.get_running_loop()
+        if timeout_s is None:
+            timeout_s = self.controlled_shutdown_timeout_s
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline:
+            try:
+                doc = await self._request(
+                    "POST",
+                    "/internal/v1/brokers/controlled-shutdown",
+                    json={"broker_id": self.broker_id, "broker_epoch": self._broker_epoch},
+                    timeout_s=self.request_timeout_s,
+                )
+            except (aiohttp.ClientError, ControlPlaneError, TimeoutError, ValueError) as e:
+                if isinstance(e, ControlPlaneError) and e.status == 404:
+                    logger.info("the control plane has no controlled shutdown; stopping")
+                    return
+                logger.warning("controlled shutdown: %s", e)
+            else:
+                led = int(doc.get("partitions_led", 0))
+                if led == 0:
+                    logger.info("controlled shutdown: leadership moved away")
+                    return
+                logger.info("controlled shutdown: still leading %d partitions", led)
+            await asyncio.sleep(0.5)
+        logger.warning("controlled shutdown timed out; stopping anyway")
 
     # --- the on-disk cache -------------------------------------------------------------
 

@@ -296,12 +296,14 @@ def test_client_registers_pulls_deltas_and_restarts_from_its_cache(tmp_path):
         src.add_listener(lambda img: seen.append(img.version))
         await src.start()
         try:
-            assert fake.registered == [{"broker_id": 1, "url": "http://127.0.0.1:9092"}]
+            assert fake.registered == [
+                {"broker_id": 1, "url": "http://127.0.0.1:9092", "clean_shutdown": True}
+            ]
             assert fake.auth_headers == {"Cluster cs"}
             assert src.version == 6 and set(src.current().topics) == {"t-a", "t-b"}
             fake.append("api_key", "slk_a", None)  # revoked
-            for _ in range(100):
-                if src.version == 7:
+            for _ in range(100):  # listeners run after the cache is written
+                if src.version == 7 and seen and seen[-1] == 7:
                     break
                 await asyncio.sleep(0.02)
             assert src.version == 7 and "slk_a" not in src.current().api_keys

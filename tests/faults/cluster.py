@@ -1,0 +1,174 @@
+"""A replicated cluster for fault scenarios: the control plane, one controller and three
+brokers (tests/integration/control_plane/conftest.py), short sessions so failover is quick.
+
+``FaultCluster`` adds what scenarios need on top: topics with RF 3 and min ISR 2, the
+partition state from the metadata log, kill -9 / SIGSTOP / restart of brokers, healing
+(every broker running again), and reading a replica's log straight from its segment files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.integration.control_plane.conftest import (
+    FAST_FAILOVER_ENV,
+    ControlPlane,
+    Proc,
+    wait_for,
+)
+from tests.integration.replication.cluster import log_bytes, log_records
+
+BROKER_IDS = (1, 2, 3)
+FAULT_ENV = {
+    **FAST_FAILOVER_ENV,
+    "SLUICE_REPLICA_LAG_TIME_MAX_MS": "1500",
+    "SLUICE_ACKS_ALL_TIMEOUT_MS": "4000",
+    "SLUICE_REPLICA_FETCH_WAIT_MAX_MS": "200",
+}
+SESSION_TIMEOUT_S = float(FAST_FAILOVER_ENV["SLUICE_BROKER_SESSION_TIMEOUT_S"])
+
+
+@dataclass
+class FaultTopic:
+    name: str
+    topic_id: str
+    partitions: int
+
+
+class FaultCluster:
+    def __init__(self, cp: ControlPlane) -> None:
+        self.cp = cp
+        self.brokers: dict[int, Proc] = {}
+        self.paused: set[int] = set()
+        tenant = cp.tenant("faults")
+        self.api_key: str = tenant["api_key"]
+        self.cluster_id = "sluice-local"
+
+    def start(self) -> FaultCluster:
+        self.cp.start_controller("c1")
+        self.cp.wait_controller()
+        for b in BROKER_IDS:
+            self.brokers[b] = self.cp.start_broker(b)
+        return self
+
+    @property
+    def urls(self) -> list[str]:
+        return [self.brokers[b].url for b in BROKER_IDS]
+
+    # --- topics ------------------------------------------------------------------------
+
+    def create_topic(
+        self, name: str, partitions: int = 1, *, replication_factor: int = 3, **configs: str
+    ) -> FaultTopic:
+        body = {
+            "name": name,
+            "partitions": partitions,
+            "replication_factor": replication_factor,
+            "configs": {"min.insync.replicas": "2", **configs},
+        }
+        status, doc = self.cp.api("POST", "topics/", body, key=self.api_key)
+        assert status == 201, doc
+        topic = FaultTopic(name, doc["topic_id"], partitions)
+        wait_for(
+            f"{name} to have leaders",
+            lambda: all(self.leader(topic, p) >= 0 for p in range(partitions)),
+        )
+        wait_for(
+            f"{name} on every replica",
+            lambda: all(
+                self.partition_dir(b, topic, p).is_dir()
+                for p in range(partitions)
+                for b in self.state(topic, p).get("replicas", ())
+            ),
+        )
+        return topic
+
+    def set_config(self, topic: FaultTopic, **configs: str) -> None:
+        status, doc = self.cp.api(
+            "PATCH", f"topics/{topic.name}", {"configs": configs}, key=self.api_key
+        )
+        assert status == 200, doc
+
+    def state(self, topic: FaultTopic, partition: int = 0) -> dict:
+        record = self.cp.topic_record(topic.topic_id) or {}
+        parts = {p["partition"]: p for p in record.get("partitions", [])}
+        return parts.get(partition, {})
+
+    def leader(self, topic: FaultTopic, partition: int = 0) -> int:
+        return int(self.state(topic, partition).get("leader", -1))
+
+    def wait_leader(
+        self, topic: FaultTopic, partition: int = 0, *, not_in=(), timeout: float = 30.0
+    ) -> int:
+        def elected():
+            leader = self.leader(topic, partition)
+            return leader if leader >= 0 and leader not in not_in else None
+
+        return wait_for(f"a leader for {topic.name}-{partition} not in {not_in}", elected, timeout)
+
+    def wait_isr(self, topic: FaultTopic, size: int, partition: int = 0, timeout=30.0) -> None:
+        wait_for(
+            f"ISR of {topic.name}-{partition} at {size}",
+            lambda: len(self.state(topic, partition).get("isr", ())) == size,
+            timeout,
+        )
+
+    # --- faults ------------------------------------------------------------------------
+
+    def kill(self, broker: int) -> None:
+        self.brokers[broker].kill()
+
+    def stop(self, broker: int) -> None:
+        self.brokers[broker].stop()
+
+    def pause(self, broker: int) -> None:
+        self.brokers[broker].pause()
+        self.paused.add(broker)
+
+    def resume(self, broker: int) -> None:
+        self.brokers[broker].resume()
+        self.paused.discard(broker)
+
+    def restart(self, broker: int) -> None:
+        b = self.brokers[broker]
+        if b.proc is not None and b.proc.poll() is None:
+            return
+        b.start()
+        b.wait_ready()
+
+    def running(self, broker: int) -> bool:
+        b = self.brokers[broker]
+        return b.proc is not None and b.proc.poll() is None
+
+    def heal(self) -> None:
+        """Every broker running and unpaused."""
+        for b in list(self.paused):
+            self.resume(b)
+        for b in BROKER_IDS:
+            self.restart(b)
+
+    def partition_dir(self, broker: int, topic: FaultTopic, partition: int = 0) -> Path:
+        return self.brokers[broker].data_dir / f"{topic.topic_id}-{partition}"  # type: ignore[attr-defined]
+
+    def wait_replicas_equal(self, topic: FaultTopic, partition: int = 0, timeout=30.0) -> int:
+        """Until every replica holds the same records, byte for byte; returns how many."""
+
+        def equal():
+            logs = [log_records(self.partition_dir(b, topic, partition)) for b in BROKER_IDS]
+            if not all(log == logs[0] for log in logs):
+                return None
+            raw = [log_bytes(self.partition_dir(b, topic, partition)) for b in BROKER_IDS]
+            return len(logs[0]) if all(r == raw[0] for r in raw) else None
+
+        return wait_for(f"replicas of {topic.name}-{partition} to converge", equal, timeout)
+
+
+__all__ = [
+    "BROKER_IDS",
+    "FAULT_ENV",
+    "SESSION_TIMEOUT_S",
+    "FaultCluster",
+    "FaultTopic",
+    "log_records",
+]
