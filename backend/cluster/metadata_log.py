@@ -41,6 +41,15 @@ def _notify() -> None:
         _changed.notify_all()
 
 
+def lock() -> int:
+    """Take the metadata lock (the ``ClusterState`` row) in the current transaction; returns
+    the head version. Services that change partition state take it first, so every writer
+    locks in the same order (this row, then assignment rows) and none can deadlock."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("metadata_log.lock() needs a transaction")
+    return _state(lock=True).version
+
+
 def append(kind: str, key: str, value: dict | None) -> int:
     """Append one record in the current transaction; returns its version."""
     with transaction.atomic():  # joins the caller's transaction (every service is atomic)

@@ -35,13 +35,22 @@ class MetadataRecord(models.Model):
 
 
 class Broker(models.Model):
-    """A registered broker node; live while its heartbeats are recent."""
+    """A registered broker node; live while its heartbeats are recent and it is not fenced.
+
+    ``epoch`` is the broker epoch (KIP-903): the metadata-log version of its latest
+    registration, so every registration gets a new, larger one. ``fenced``: the controller
+    found its session expired (it leads nothing and may not join an ISR until it heartbeats
+    again having seen its fencing). ``shutting_down``: in controlled shutdown (KIP-841)."""
 
     broker_id = models.PositiveIntegerField(primary_key=True)
     url = models.CharField(max_length=500)
     registered_at = models.DateTimeField(auto_now_add=True)
     last_heartbeat_at = models.DateTimeField()
     metadata_version = models.BigIntegerField(default=0)
+    epoch = models.BigIntegerField(default=0)
+    fenced = models.BooleanField(default=False)
+    fenced_at_version = models.BigIntegerField(default=0)
+    shutting_down = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["broker_id"]
@@ -49,7 +58,10 @@ class Broker(models.Model):
 
 class PartitionAssignment(models.Model):
     """Where one partition lives: replicas (the first is the preferred leader), the current
-    leader (-1: none) and its epoch, and the in-sync replicas."""
+    leader (-1: none) and its epoch, the in-sync replicas, and KRaft's partition epoch
+    (bumped by every change), eligible leader replicas (KIP-966) and the replicas being added
+    or removed by a reassignment (KIP-455). ``brokernodes.replication.controller`` decides
+    every change; ``backend.cluster.partitions`` converts."""
 
     topic = models.ForeignKey("topics.Topic", on_delete=models.CASCADE, related_name="assignments")
     partition = models.PositiveIntegerField()
@@ -57,9 +69,24 @@ class PartitionAssignment(models.Model):
     leader = models.IntegerField(default=-1)
     leader_epoch = models.IntegerField(default=0)
     isr = models.JSONField(default=list)
+    partition_epoch = models.IntegerField(default=0)
+    elr = models.JSONField(default=list)
+    adding_replicas = models.JSONField(default=list)
+    removing_replicas = models.JSONField(default=list)
 
     class Meta:
         ordering = ["topic_id", "partition"]
         constraints = [
             models.UniqueConstraint(fields=["topic", "partition"], name="uniq_topic_partition")
         ]
+
+
+class ControllerLease(models.Model):
+    """The single row (pk=1) naming the active controller: ``holder`` holds it until
+    ``expires_at`` and renews it; a standby takes it once it lapses and bumps ``epoch``
+    (the controller epoch). Every controller write locks and checks this row first."""
+
+    holder = models.CharField(max_length=128, blank=True, default="")
+    epoch = models.BigIntegerField(default=0)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    acquired_at = models.DateTimeField(null=True, blank=True)

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
-from backend.cluster.models import Broker
+from django.db.models import QuerySet
+
+from backend.cluster import partitions
+from backend.cluster.models import Broker, PartitionAssignment
 
 
 def broker_get(*, broker_id: int) -> Broker | None:
@@ -9,3 +12,51 @@ def broker_get(*, broker_id: int) -> Broker | None:
 
 def broker_list() -> list[Broker]:
     return list(Broker.objects.all())
+
+
+def broker_states() -> list[dict]:
+    horizon = partitions.session_horizon()
+    return [
+        {
+            "broker_id": b.broker_id,
+            "url": b.url,
+            "epoch": b.epoch,
+            "fenced": b.fenced,
+            "shutting_down": b.shutting_down,
+            "live": not b.fenced and b.last_heartbeat_at >= horizon,
+            "last_heartbeat_at": b.last_heartbeat_at.isoformat(),
+        }
+        for b in Broker.objects.all()
+    ]
+
+
+def partition_state(a: PartitionAssignment) -> dict:
+    return {
+        "topic_id": str(a.topic.topic_id),
+        "topic": a.topic.name,
+        "partition_epoch": a.partition_epoch,
+        **partitions.state_of(a),
+    }
+
+
+def _matches(a: PartitionAssignment, state: str) -> bool:
+    if state == "offline":
+        return partitions.offline(a)
+    if state == "under_replicated":
+        return partitions.under_replicated(a)
+    return True
+
+
+def assignments(*, organisation=None) -> QuerySet[PartitionAssignment]:
+    qs = PartitionAssignment.objects.select_related("topic").order_by("topic__name", "partition")
+    if organisation is not None:
+        qs = qs.filter(topic__organisation=organisation)
+    return qs
+
+
+def partition_states(*, state: str = "all", organisation=None) -> list[dict]:
+    """Partitions (all, or one organisation's) in ``state``: all, under_replicated or
+    offline (docs/controller.md defines them)."""
+    return [
+        partition_state(a) for a in assignments(organisation=organisation) if _matches(a, state)
+    ]

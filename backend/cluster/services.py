@@ -4,15 +4,19 @@ same transaction (docs/metadata-log.md lists the record kinds)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import timedelta
+from collections.abc import Iterable, Mapping
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from backend.cluster import metadata_log, placement
+from backend.cluster import metadata_log, partitions, placement
+from backend.cluster.errors import StaleBrokerEpoch
 from backend.cluster.models import Broker, PartitionAssignment
+from brokernodes.replication.controller import (
+    PartitionRegistration,
+    place_partition_increase,
+    unclean_restart,
+)
 
 # record kinds
 BROKER = "broker"
@@ -23,44 +27,112 @@ QUOTA = "quota"
 
 
 def live_broker_ids() -> list[int]:
-    horizon = timezone.now() - timedelta(seconds=float(settings.SLUICE_BROKER_SESSION_TIMEOUT_S))
+    """Registered, unfenced brokers whose session has not expired."""
     return list(
-        Broker.objects.filter(last_heartbeat_at__gte=horizon).values_list("broker_id", flat=True)
+        Broker.objects.filter(
+            last_heartbeat_at__gte=partitions.session_horizon(), fenced=False
+        ).values_list("broker_id", flat=True)
     )
 
 
 # --- brokers ---------------------------------------------------------------------------
 
 
+def broker_record(broker: Broker) -> dict:
+    return {
+        "id": broker.broker_id,
+        "url": broker.url,
+        "epoch": broker.epoch,
+        "fenced": broker.fenced,
+    }
+
+
 @transaction.atomic
-def broker_register(*, broker_id: int, url: str) -> Broker:
-    """Register (or re-register) a broker; it becomes live, and partitions that had no live
-    broker to go to are placed now."""
+def broker_register(*, broker_id: int, url: str, clean_shutdown: bool = True) -> Broker:
+    """Register (or re-register) a broker: a new broker epoch (the version of its broker
+    record, so larger on every registration), unfenced and not shutting down. After an
+    unclean shutdown it leaves the ISR and ELR of its partitions for good (``unclean_
+    restart``: it may have lost its unflushed tail), except where it is the only replica.
+    Partitions that had no live broker to
+    go to are placed now."""
     url = url.rstrip("/")
     now = timezone.now()
-    broker, created = Broker.objects.get_or_create(
-        broker_id=broker_id, defaults={"url": url, "last_heartbeat_at": now}
-    )
-    if created or broker.url != url:
-        broker.url = url
-        metadata_log.append(BROKER, str(broker_id), {"id": broker_id, "url": url})
+    head = metadata_log.lock()
+    broker = Broker.objects.select_for_update().filter(broker_id=broker_id).first()
+    if broker is None:
+        broker = Broker(broker_id=broker_id, registered_at=now)
+    broker.url = url
     broker.last_heartbeat_at = now
+    broker.epoch = head + 1  # the version the broker record below gets
+    broker.fenced = False
+    broker.shutting_down = False
     broker.save()
+    version = metadata_log.append(BROKER, str(broker_id), broker_record(broker))
+    assert version == broker.epoch
+    if not clean_shutdown:
+        changed = {}
+        for a in PartitionAssignment.objects.select_related("topic").order_by("pk"):
+            if list(a.replicas) == [broker_id]:
+                continue  # the only copy: nothing better to wait for (docs/controller.md)
+            if broker_id in a.isr or broker_id in (a.elr or ()):
+                new = unclean_restart(partitions.registration(a), broker_id)
+                if new is not None:
+                    changed[a] = new
+        commit_partition_changes(changed)
     assign_unplaced_partitions()
+    from backend.cluster.internal_topics import ensure_internal_topics
+
+    ensure_internal_topics()  # __consumer_offsets, once a broker can hold it
     return broker
 
 
 @transaction.atomic
-def broker_heartbeat(*, broker: Broker, metadata_version: int) -> Broker:
-    """A broker is alive. One that comes back (its session had expired, e.g. the control
-    plane was down) may take partitions created while no broker was live."""
+def broker_heartbeat(
+    *, broker: Broker, metadata_version: int, broker_epoch: int | None = None
+) -> Broker:
+    """A broker is alive. A heartbeat from an older registration is refused (it must
+    register again). A fenced broker is unfenced once it has seen the record that fenced
+    it (so it knows it lost its leaderships), as KRaft unfences a caught-up broker. One
+    that comes back may take partitions created while no broker was live."""
+    metadata_log.lock()
+    broker = Broker.objects.select_for_update().get(pk=broker.pk)
+    if broker_epoch is not None and broker_epoch != broker.epoch:
+        raise StaleBrokerEpoch(
+            f"broker {broker.broker_id} heartbeat with epoch {broker_epoch}, but its current "
+            f"registration has epoch {broker.epoch}: register again"
+        )
     was_live = broker.broker_id in live_broker_ids()
     broker.last_heartbeat_at = timezone.now()
     broker.metadata_version = max(int(metadata_version), 0)
-    broker.save(update_fields=["last_heartbeat_at", "metadata_version"])
+    fields = ["last_heartbeat_at", "metadata_version"]
+    if (
+        broker.fenced
+        and not broker.shutting_down
+        and broker_epoch is not None
+        and broker.metadata_version >= broker.fenced_at_version
+    ):
+        broker.fenced = False
+        fields.append("fenced")
+        metadata_log.append(BROKER, str(broker.broker_id), broker_record(broker))
+    broker.save(update_fields=fields)
     if not was_live:
         assign_unplaced_partitions()
+    from backend.cluster.internal_topics import ensure_internal_topics
+
+    ensure_internal_topics()  # after the grace period, when fewer brokers than wanted are live
     return broker
+
+
+def commit_partition_changes(changes: Mapping[PartitionAssignment, PartitionRegistration]) -> int:
+    """Save new registrations and append one topic record per topic touched (the caller
+    holds the metadata lock in its transaction). Returns how many partitions changed."""
+    topics = {}
+    for a, reg in changes.items():
+        partitions.apply(a, reg)
+        topics[a.topic_id] = a.topic
+    for topic in topics.values():
+        metadata_log.append(TOPIC, str(topic.topic_id), topic_record(topic))
+    return len(changes)
 
 
 # --- topics and assignments ------------------------------------------------------------
@@ -72,13 +144,27 @@ def _cluster_load(brokers: list[int]) -> placement.ClusterLoad:
     )
 
 
-def _assign(topic, partitions: Iterable[int]) -> None:
-    partitions = list(partitions)
+def _assign(topic, new: Iterable[int]) -> None:
+    """Replica lists for the topic's ``new`` partitions. A partition increase goes through
+    the controller core (``place_partition_increase``: the topic's own replication factor,
+    balanced within the topic) when enough brokers are live; otherwise, and for a new
+    topic, ``placement.place`` (balanced cluster-wide, RF capped by the live brokers)."""
+    new = list(new)
     brokers = live_broker_ids()
-    lists = placement.place(
-        brokers, len(partitions), topic.replication_factor, _cluster_load(brokers)
-    )
-    for p, replicas in zip(partitions, lists, strict=True):
+    existing = [
+        list(r)
+        for r in topic.assignments.exclude(partition__in=new).values_list("replicas", flat=True)
+        if r
+    ]
+    lists: list[list[int]] | None = None
+    if existing and brokers:
+        try:
+            lists = [list(r) for r in place_partition_increase(existing, brokers, len(new))]
+        except ValueError:
+            lists = None
+    if lists is None:
+        lists = placement.place(brokers, len(new), topic.replication_factor, _cluster_load(brokers))
+    for p, replicas in zip(new, lists, strict=True):
         PartitionAssignment.objects.update_or_create(
             topic=topic,
             partition=p,
@@ -87,6 +173,10 @@ def _assign(topic, partitions: Iterable[int]) -> None:
                 "leader": replicas[0] if replicas else -1,
                 "leader_epoch": 0,
                 "isr": list(replicas),
+                "partition_epoch": 0,
+                "elr": [],
+                "adding_replicas": [],
+                "removing_replicas": [],
             },
         )
 
@@ -103,6 +193,10 @@ def topic_record(topic) -> dict:
                 "leader_epoch": a.leader_epoch if a else 0,
                 "replicas": list(a.replicas) if a else [],
                 "isr": list(a.isr) if a else [],
+                "partition_epoch": a.partition_epoch if a else 0,
+                "elr": list(a.elr or ()) if a else [],
+                "adding_replicas": list(a.adding_replicas or ()) if a else [],
+                "removing_replicas": list(a.removing_replicas or ()) if a else [],
             }
         )
     return {
@@ -116,6 +210,7 @@ def topic_record(topic) -> dict:
 
 def publish_topic(topic) -> int:
     """Place partitions that have no assignment yet, then append the topic's record."""
+    metadata_log.lock()  # before any assignment row: the lock order of every writer
     have = set(topic.assignments.values_list("partition", flat=True))
     missing = [p for p in range(topic.partitions) if p not in have]
     if missing:

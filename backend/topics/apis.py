@@ -6,6 +6,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
+from backend.cluster.tenant_apis import PartitionStateOutputSerializer
 from backend.core.schema import errors
 from backend.core.serializers import StrictCharField, StrictSerializer, validate_input
 from backend.tenancy.permissions import TenantAPIView
@@ -35,6 +36,9 @@ class TopicDetailOutputSerializer(TopicOutputSerializer):
     effective_configs = serializers.DictField(
         child=serializers.CharField(), help_text="every config with its effective value"
     )
+    partition_details = PartitionStateOutputSerializer(
+        many=True, help_text="per partition: leader, replicas, ISR and health"
+    )
 
 
 def topic_data(topic, *, validate_only: bool = False, detail: bool = False) -> dict:
@@ -50,6 +54,7 @@ def topic_data(topic, *, validate_only: bool = False, detail: bool = False) -> d
     }
     if detail:
         data["effective_configs"] = effective_configs(topic.configs)
+        data["partition_details"] = selectors.topic_partition_states(topic) if topic.pk else []
         return TopicDetailOutputSerializer(data).data
     return TopicOutputSerializer(data).data
 

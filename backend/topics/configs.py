@@ -20,7 +20,10 @@ MAX_INT = 2**31 - 1
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 LOG_CONFIG_NAMES = frozenset(f.name.replace("_", ".") for f in dc_fields(LogConfig))
-TOPIC_ONLY_NAMES = frozenset({"min.insync.replicas", "message.timestamp.type"})
+TOPIC_ONLY_NAMES = frozenset(
+    {"min.insync.replicas", "message.timestamp.type", "unclean.leader.election.enable"}
+)
+BOOLEAN_CONFIGS = frozenset({"unclean.leader.election.enable"})
 KNOWN_CONFIGS = LOG_CONFIG_NAMES | TOPIC_ONLY_NAMES
 
 # name -> (minimum, maximum, what it means); -1 is allowed where listed in MINUS_ONE_OK
@@ -91,6 +94,12 @@ def normalise_configs(
                 err(name, f"must be one of {', '.join(CLEANUP_POLICIES)}")
             else:
                 out[name] = policy
+        elif name in BOOLEAN_CONFIGS:
+            flag = str(value).strip().lower()
+            if flag not in ("true", "false"):
+                err(name, "must be true or false")
+            else:
+                out[name] = flag
         elif name == "message.timestamp.type":
             if value not in TIMESTAMP_TYPES:
                 err(name, f"must be one of {', '.join(TIMESTAMP_TYPES)}")
@@ -142,5 +151,6 @@ def effective_configs(overrides: Mapping[str, str]) -> dict[str, str]:
     out = {f.name.replace("_", "."): str(getattr(defaults, f.name)) for f in dc_fields(LogConfig)}
     out["min.insync.replicas"] = "1"
     out["message.timestamp.type"] = "CreateTime"
+    out["unclean.leader.election.enable"] = "false"
     out.update(overrides)
     return dict(sorted(out.items()))

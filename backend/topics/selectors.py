@@ -24,3 +24,10 @@ def topic_usage(*, organisation) -> tuple[int, int]:
     """(number of topics, total partitions) of an organisation."""
     agg = Topic.objects.filter(organisation=organisation).aggregate(n=Sum("partitions"))
     return Topic.objects.filter(organisation=organisation).count(), agg["n"] or 0
+
+
+def topic_partition_states(topic: Topic) -> list[dict]:
+    """Each partition's leader, replicas, ISR and health flags (docs/controller.md)."""
+    from backend.cluster.partitions import state_of
+
+    return [state_of(a) for a in topic.assignments.order_by("partition")]

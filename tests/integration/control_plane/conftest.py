@@ -1,6 +1,24 @@
 """A real control plane (``manage.py runserver`` on a free port, a temp SQLite database) and
 real brokers pulling metadata from it. Every wait is bounded; every process is stopped when
-the test ends."""
+the test ends.
+
+Controllers and failover (for tests/faults and test_controller*.py):
+
+- ``cp.start_controller("c1")`` starts ``manage.py run_controller --controller-id c1`` for
+  this control plane (same database and env); ``cp.wait_controller(epoch_above=0)`` waits
+  until some controller holds the lease and returns ``{"controller_id", "epoch", ...}``.
+  The returned ``Proc`` can be ``stop()``-ed (SIGTERM: releases the lease), ``kill()``-ed
+  (SIGKILL: the lease lapses after ``SLUICE_CONTROLLER_LEASE_S``), ``pause()``-d (SIGSTOP)
+  and ``resume()``-d (SIGCONT). Processes of the fixture are stopped at the end.
+- Short broker sessions: override the ``control_plane_env`` fixture (or pass ``env=`` to
+  ``start_control_plane``) with ``FAST_FAILOVER_ENV``: a 2 s broker session timeout,
+  0.5 s heartbeats, a 3 s controller lease and no automatic preferred-leader rebalance. On a
+  loaded 2-core machine heartbeats can arrive late: a 2 s session may now and then fence a
+  healthy broker (it is unfenced by its next heartbeat); use 3-4 s where that matters.
+- ``cp.internal(method, path, body)`` calls ``/internal/v1/<path>`` with the cluster secret
+  (e.g. ``cp.internal("GET", "partitions?state=offline")``); ``cp.topic_record(topic_id)``
+  is the topic's latest record in the metadata log (leader, leader_epoch, isr, ...).
+"""
 
 from __future__ import annotations
 
@@ -24,10 +42,22 @@ from tests.integration.conftest import free_port
 ROOT = Path(__file__).resolve().parents[3]
 SECRET = "integration-cluster-secret"
 READY_TIMEOUT_S = 30.0
+FAST_FAILOVER_ENV = {
+    "SLUICE_BROKER_SESSION_TIMEOUT_S": "2",
+    "SLUICE_BROKER_HEARTBEAT_INTERVAL_S": "0.5",
+    "SLUICE_CONTROLLER_LEASE_S": "3",
+    "SLUICE_AUTO_LEADER_REBALANCE": "0",
+}
 
 
 def http(
-    method: str, url: str, body=None, *, key: str | None = None, timeout: float = 10.0
+    method: str,
+    url: str,
+    body=None,
+    *,
+    key: str | None = None,
+    timeout: float = 10.0,
+    authorization: str | None = None,
 ) -> tuple[int, dict]:
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method)
@@ -35,6 +65,8 @@ def http(
         req.add_header("Content-Type", "application/json")
     if key:
         req.add_header("Authorization", f"Bearer {key}")
+    if authorization:
+        req.add_header("Authorization", authorization)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             raw = r.read()
@@ -89,9 +121,25 @@ class Proc:
             return self.log.read_text(errors="replace")[-6000:]
         return ""
 
+    def kill(self) -> None:
+        """SIGKILL (a crash: nothing flushed, nothing released)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process freezes (missed heartbeats, a lapsing lease)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
     def stop(self, timeout: float = 15.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
+        self.proc.send_signal(signal.SIGCONT)  # a paused process cannot handle SIGTERM
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(timeout)
@@ -107,6 +155,7 @@ class ControlPlane:
     env: dict[str, str]
     server: Proc | None = None
     brokers: list[Proc] = field(default_factory=list)
+    controllers: list[Proc] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -171,6 +220,50 @@ class ControlPlane:
         b.wait_ready()
         return b
 
+    def internal(self, method: str, path: str, body=None) -> tuple[int, dict]:
+        """``/internal/v1/<path>`` with the cluster secret (brokers' and operators' routes)."""
+        return http(
+            method, f"{self.url}/internal/v1/{path}", body, authorization=f"Cluster {SECRET}"
+        )
+
+    def start_controller(self, controller_id: str | None = None) -> Proc:
+        """``manage.py run_controller`` against this control plane's database; see the
+        module docstring. Does not wait: use ``wait_controller``."""
+        controller_id = controller_id or f"controller-{len(self.controllers) + 1}"
+        c = Proc(
+            f"controller {controller_id}",
+            [sys.executable, "manage.py", "run_controller", "--controller-id", controller_id],
+            self.env,
+            self.workdir / f"controller-{controller_id}.log",
+            self.url,
+        )
+        c.start()
+        self.controllers.append(c)
+        return c
+
+    def controller_status(self) -> dict:
+        status, body = self.internal("GET", "controller")
+        assert status == 200, body
+        return body["controller"]
+
+    def wait_controller(self, *, epoch_above: int = 0, timeout: float = 30.0) -> dict:
+        """Until an active controller holds the lease with an epoch above ``epoch_above``."""
+
+        def active():
+            c = self.controller_status()
+            return c if c["active"] and c["epoch"] > epoch_above else None
+
+        return wait_for("an active controller", active, timeout)
+
+    def topic_record(self, topic_id: str) -> dict | None:
+        """The topic's latest record in the metadata log (None: deleted or never)."""
+        status, body = self.internal("GET", "metadata?since=0")
+        assert status == 200, body
+        for r in body["records"]:
+            if r["kind"] == "topic" and r["key"] == topic_id:
+                return r["value"]
+        return None
+
     def start_server(self) -> None:
         self.server = Proc(
             "control plane",
@@ -183,8 +276,10 @@ class ControlPlane:
         self.server.wait_ready()
 
 
-@pytest.fixture
-def control_plane(tmp_path) -> Iterator[ControlPlane]:
+@contextlib.contextmanager
+def start_control_plane(tmp_path: Path, env: dict[str, str] | None = None):
+    """A migrated control plane serving on a free port, with ``env`` over the defaults;
+    stops its brokers, controllers and server on exit."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "backend.settings.local",
@@ -192,7 +287,10 @@ def control_plane(tmp_path) -> Iterator[ControlPlane]:
         "SLUICE_VAR_DIR": str(tmp_path / "var"),
         "SLUICE_CLUSTER_SECRET": SECRET,
         "SLUICE_BROKER_HEARTBEAT_INTERVAL_S": "0.5",
+        # internal topics wait this long for more brokers (1-broker tests need no more)
+        "SLUICE_INTERNAL_TOPICS_GRACE_S": "1",
         "PYTHONUNBUFFERED": "1",
+        **(env or {}),
     }
     cp = ControlPlane(tmp_path, free_port(), env)
     cp.manage("migrate", "--noinput")
@@ -202,5 +300,19 @@ def control_plane(tmp_path) -> Iterator[ControlPlane]:
     finally:
         for b in cp.brokers:
             b.stop()
+        for c in cp.controllers:
+            c.stop()
         if cp.server is not None:
             cp.server.stop()
+
+
+@pytest.fixture
+def control_plane_env() -> dict[str, str]:
+    """Extra environment for ``control_plane``; override it (e.g. ``FAST_FAILOVER_ENV``)."""
+    return {}
+
+
+@pytest.fixture
+def control_plane(tmp_path, control_plane_env) -> Iterator[ControlPlane]:
+    with start_control_plane(tmp_path, control_plane_env) as cp:
+        yield cp

@@ -218,7 +218,9 @@ def test_partitions_created_without_brokers_are_placed_when_one_registers(world)
     services.broker_register(broker_id=4, url="http://127.0.0.1:9094")
     doc = latest("topic", str(t.topic_id))
     assert all(p["leader"] == 4 and p["replicas"] == [4] for p in doc["partitions"])
-    assert latest("broker", "4") == {"id": 4, "url": "http://127.0.0.1:9094"}
+    broker = latest("broker", "4")
+    assert broker["id"] == 4 and broker["url"] == "http://127.0.0.1:9094"
+    assert broker["epoch"] > 0 and broker["fenced"] is False
 
 
 @pytest.mark.django_db
@@ -289,7 +291,12 @@ def test_register_heartbeat_and_pull(world):
     image = c.get("/internal/v1/metadata").json()
     assert image["reset"] is True
     kinds = Counter(rec["kind"] for rec in image["records"])
-    assert kinds["topic"] == 2 and kinds["broker"] == 1 and kinds["api_key"] == 6
+    tenant_topics = [
+        r
+        for r in image["records"]
+        if r["kind"] == "topic" and not r["value"]["name"].startswith("__")
+    ]
+    assert len(tenant_topics) == 2 and kinds["broker"] == 1 and kinds["api_key"] == 6
     v = image["version"]
     assert c.get(f"/internal/v1/metadata?since={v}&wait_ms=0").json()["records"] == []
     topic_create(ctx=owner_ctx(world.a), name="fresh", partitions=1, replication_factor=1)
