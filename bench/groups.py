@@ -1,0 +1,193 @@
+"""Consumer groups: ``groups.rebalance_ms`` (6 consumers over 60 partitions; one joins, leaves
+or crashes: time until the coordinator says STABLE and every member consumes exactly its
+assignment, median of 5; records moved = partitions that changed owner) and the consume
+throughput of the 6-member group beside one consumer assigned all 60 partitions.
+
+Members heartbeat every 100 ms (KIP-848 members learn of a change on their next heartbeat,
+so the interval bounds the reaction time) with a 2 s session timeout (the crash case waits
+for it). One broker, static metadata, everything on loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import orjson
+
+from bench.broker import start_broker
+from bench.report import Metric
+from brokernodes.client import AsyncConsumer, AsyncGroupConsumer, AsyncProducer
+
+TOPIC = "g60"
+PARTITIONS = 60
+MEMBERS = 6
+SESSION_MS = 2000
+HEARTBEAT_MS = 100
+VERBS = {"join": "joins", "leave": "leaves", "crash": "crashes"}
+
+
+class Member:
+    def __init__(
+        self,
+        url: str,
+        key: str,
+        group: str,
+        session_ms: int = SESSION_MS,
+        seen: set[tuple[int, int]] | None = None,
+    ) -> None:
+        self.c = AsyncGroupConsumer(
+            url,
+            key,
+            group_id=group,
+            topics=[TOPIC],
+            auto_offset_reset="earliest",
+            session_timeout_ms=session_ms,
+            heartbeat_interval_ms=HEARTBEAT_MS,
+            auto_commit_interval_ms=1000,
+        )
+        self.count = 0
+        self.seen = seen  # shared by the members: distinct (partition, offset) consumed
+        self.task: asyncio.Task | None = None
+
+    async def start(self) -> Member:
+        await self.c.start()
+        self.task = asyncio.create_task(self._loop())
+        return self
+
+    async def _loop(self) -> None:
+        while True:
+            records = await self.c.poll(0.1)
+            self.count += len(records)
+            if self.seen is not None:
+                self.seen.update((r.partition, r.offset) for r in records)
+
+    async def stop(self, *, leave: bool = True) -> None:
+        assert self.task is not None
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        await self.c.close(leave=leave)
+
+
+async def stable(session, url: str, key: str, group: str, members: list[Member]) -> dict:
+    """Poll until STABLE with each member consuming exactly its assignment; the owners."""
+    headers = {"Authorization": f"Bearer {key}"}
+    deadline = time.monotonic() + 30
+    d: dict = {}
+    while time.monotonic() < deadline:
+        owned = {m.c.member_id: m.c.assignment() for m in members}
+        if sum(len(o) for o in owned.values()) == PARTITIONS:
+            async with session.get(f"{url}/sluice/v1/groups/{group}", headers=headers) as r:
+                d = orjson.loads(await r.read())
+            assigned = {
+                m["member_id"]: {(a["topic"], a["partition"]) for a in m["assignments"]}
+                for m in d.get("members", [])
+            }
+            if d.get("state") == "STABLE" and assigned == owned:
+                return {tp: mid for mid, tps in owned.items() for tp in tps}
+        await asyncio.sleep(0.005)
+    raise RuntimeError(f"group {group} not stable within 30 s: {d.get('state')}")
+
+
+async def rebalances(url: str, key: str, rounds: int) -> dict[str, list[tuple[float, int]]]:
+    out: dict[str, list[tuple[float, int]]] = {"join": [], "leave": [], "crash": []}
+    async with aiohttp.ClientSession() as session:
+        for r in range(rounds):
+            group = f"bench-{r}"
+            print(f"groups: rebalance round {r + 1}/{rounds}", flush=True)
+            members = [await Member(url, key, group).start() for _ in range(MEMBERS)]
+            before = await stable(session, url, key, group, members)
+            for case in ("join", "leave", "crash"):
+                started = time.perf_counter()
+                if case == "join":
+                    members.append(await Member(url, key, group).start())
+                elif case == "leave":
+                    await members.pop(0).stop()
+                else:
+                    await members.pop(0).stop(leave=False)
+                after = await stable(session, url, key, group, members)
+                ms = (time.perf_counter() - started) * 1000
+                moved = sum(1 for tp, mid in after.items() if before.get(tp) != mid)
+                out[case].append((ms, moved))
+                before = after
+            for m in members:
+                await m.stop()
+    return out
+
+
+async def throughput(url: str, key: str, records: int) -> tuple[float, float]:
+    async with AsyncProducer(url, key, linger_ms=5, batch_size=65536) as p:
+        value = b"x" * 100
+        futures = [p.send(TOPIC, value, key=b"k%d" % (i % 1000)) for i in range(records)]
+        for f in futures:
+            await f
+    # peer: one consumer assigned every partition
+    async with AsyncConsumer(url, key, auto_offset_reset="earliest") as c:
+        c.assign([(TOPIC, p) for p in range(PARTITIONS)])
+        got, started = 0, time.perf_counter()
+        while got < records:
+            got += len(await c.poll(1.0))
+        single = records / (time.perf_counter() - started)
+    # a longer session: six members decoding in one busy process must not miss heartbeats
+    started = time.perf_counter()
+    seen: set[tuple[int, int]] = set()
+    members = [
+        await Member(url, key, "bench-tput", session_ms=15_000, seen=seen).start()
+        for _ in range(MEMBERS)
+    ]
+    # from the first join to the last distinct record: joins and rebalances included,
+    # records read twice across a rebalance counted once
+    while len(seen) < records:
+        await asyncio.sleep(0.05)
+    group = records / (time.perf_counter() - started)
+    for m in members:
+        await m.stop()
+    return group, single
+
+
+def run(quick: bool = False) -> list[Metric]:
+    rounds = 1 if quick else 5
+    records = 30_000 if quick else 200_000
+    with tempfile.TemporaryDirectory(prefix="sluice-bench-groups-") as tmp:
+        topics = {
+            TOPIC: (PARTITIONS, {}),
+            "__consumer_offsets": (12, {"cleanup.policy": "compact"}),
+        }
+        broker = start_broker(Path(tmp) / "b", topics, ["--no-fsync"])
+        try:
+            results = asyncio.run(rebalances(broker.url, broker.api_key, rounds))
+            group_rps, single_rps = asyncio.run(throughput(broker.url, broker.api_key, records))
+        finally:
+            broker.stop()
+    metrics = []
+    for case, target in (("join", 500), ("leave", 500), ("crash", SESSION_MS + 500)):
+        ms = statistics.median(v for v, _ in results[case])
+        moved = statistics.median(m for _, m in results[case])
+        metrics.append(
+            Metric(
+                name=f"groups.rebalance_ms.{case}",
+                value=round(ms, 1),
+                unit="ms",
+                better="lower",
+                workload=f"6 consumers, 60 partitions, one {VERBS[case]}; heartbeat 100 ms, "
+                f"session 2 s; median of {rounds}; median partitions moved {moved:g}",
+                target_value=target,
+            )
+        )
+    metrics.append(
+        Metric(
+            name="groups.consume.records_per_s",
+            value=round(group_rps),
+            unit="records/s",
+            better="higher",
+            workload=f"{records} 100-byte records over 60 partitions, 6 group members in one "
+            "process (long poll), from the first join to the last distinct record",
+            peer="one AsyncConsumer assigned all 60 partitions, same data, from its start",
+            peer_value=round(single_rps),
+        )
+    )
+    return metrics
