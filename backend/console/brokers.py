@@ -1,0 +1,148 @@
+"""A small synchronous client for the brokers' data-plane API, used by the console views.
+
+Calls go to the partition's leader (from the control plane's own assignment table) with the
+organisation's console key. Errors come back as ``BrokerError`` carrying the broker's
+``error_code`` and message, so the console shows the broker's words. Every call has a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from django.conf import settings
+
+from backend.cluster.models import Broker, PartitionAssignment
+from backend.cluster.services import live_broker_ids
+from backend.core.exceptions import ApplicationError
+
+TIMEOUT_S = 10.0
+NEW_KEY_GRACE_S = 3.0  # a console key made just now reaches the brokers within milliseconds
+
+
+class BrokerError(ApplicationError):
+    status_code = 502
+    error_code = "BROKER_UNAVAILABLE"
+
+    def __init__(self, message: str, *, error_code: str | None = None, status: int = 502):
+        super().__init__(message)
+        if error_code:
+            self.error_code = error_code
+        self.status_code = status if 400 <= status < 600 else 502
+
+
+def _request(method: str, url: str, *, token: str | None, body: Any = None, auth: str = ""):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    if auth:
+        req.add_header("Authorization", auth)
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+            raw = resp.read()
+            ctype = resp.headers.get("Content-Type", "")
+            return resp.status, (json.loads(raw) if "json" in ctype and raw else raw)
+    except urllib.error.HTTPError as e:
+        try:
+            doc = json.loads(e.read() or b"{}")
+        except ValueError:
+            doc = {}
+        code = doc.get("error_code") or "BROKER_ERROR"
+        # 401 from a broker is about the console's key, not the person: say so
+        status = 502 if e.code == 401 else e.code
+        raise BrokerError(
+            doc.get("message") or f"the broker answered {e.code}", error_code=code, status=status
+        ) from None
+    except (urllib.error.URLError, OSError, TimeoutError) as e:
+        raise BrokerError(f"cannot reach the broker at {url.split('/sluice')[0]}: {e}") from None
+
+
+def call(method: str, url: str, *, token: str, body: Any = None):
+    """One call, retried briefly while a just-created console key is not on the broker yet."""
+    deadline = time.monotonic() + NEW_KEY_GRACE_S
+    while True:
+        try:
+            return _request(method, url, token=token, body=body)[1]
+        except BrokerError as e:
+            if e.error_code != "UNAUTHENTICATED" or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def broker_urls() -> dict[int, str]:
+    return {b.broker_id: b.url.rstrip("/") for b in Broker.objects.all()}
+
+
+def leader_url(topic, partition: int) -> str:
+    a = PartitionAssignment.objects.filter(topic=topic, partition=partition).first()
+    if a is None:
+        raise ApplicationError(
+            f"topic {topic.name!r} has no partition {partition}", {"partition": ["no such"]}
+        )
+    url = broker_urls().get(a.leader) if a.leader >= 0 else None
+    if url is None or a.leader not in live_broker_ids():
+        raise BrokerError(
+            f"partition {partition} of {topic.name!r} has no live leader right now",
+            error_code="LEADER_NOT_AVAILABLE",
+            status=503,
+        )
+    return url
+
+
+def any_live_url() -> str:
+    urls = broker_urls()
+    for bid in live_broker_ids():
+        if bid in urls:
+            return urls[bid]
+    raise BrokerError("no broker is live", error_code="BROKER_NOT_AVAILABLE", status=503)
+
+
+def q(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+def fetch_records(url, token, topic: str, partition: int, offset: int, max_records: int) -> dict:
+    query = urllib.parse.urlencode(
+        {"offset": offset, "max_records": max_records, "format": "json", "max_wait_ms": 0}
+    )
+    return call(
+        "GET",
+        f"{url}/sluice/v1/topics/{q(topic)}/partitions/{partition}/records?{query}",
+        token=token,
+    )
+
+
+def list_offset(url, token, topic: str, partition: int, spec: str) -> int:
+    doc = call(
+        "GET",
+        f"{url}/sluice/v1/topics/{q(topic)}/partitions/{partition}/offsets?timestamp={spec}",
+        token=token,
+    )
+    return int(doc["offset"])
+
+
+def produce(url, token, topic: str, record: dict) -> dict:
+    return call(
+        "POST",
+        f"{url}/v3/clusters/{q(settings.SLUICE_CLUSTER_ID)}/topics/{q(topic)}/records",
+        token=token,
+        body=record,
+    )
+
+
+def metadata(url, token) -> dict:
+    return call("GET", f"{url}/sluice/v1/metadata", token=token)
+
+
+def metrics_text(url: str) -> str:
+    """The broker's Prometheus text (operators' credential: the cluster secret)."""
+    secret = settings.SLUICE_CLUSTER_SECRET
+    _, raw = _request("GET", f"{url}/metrics", token=None, auth=f"Cluster {secret}")
+    return raw.decode() if isinstance(raw, bytes) else str(raw)

@@ -1,0 +1,151 @@
+"""The live tail: a Channels WebSocket the browser opens at ``/ws/console/tail``.
+
+- Authenticated by the Django session (``AuthMiddlewareStack``); the Origin is checked by
+  ``AllowedHostsOriginValidator`` in ``backend/asgi.py`` before this runs.
+- Tenant-scoped: the organisation is the one selected in the session (else the user's only
+  membership), and the topic is looked up in it; any role may tail (it is a read).
+- Upstream it opens the partition leader's ``/sluice/v1/ws/consume`` stream with the
+  organisation's console key (first-message auth) and forwards each records message as
+  ``{"type": "records", "records": [...], "high_watermark"}``. Flow control is the broker's
+  credit: the tail keeps ``WINDOW`` bytes granted and gives back what each message used, so a
+  paused browser (``{"pause": true}``) stops the broker sending within one window.
+- When the browser goes away (tab closed, navigation) ``disconnect`` cancels the upstream task,
+  which closes the broker stream: nothing keeps reading for nobody.
+
+Close codes to the browser: 4401 not signed in, 4400 bad query, 4404 no such topic or
+partition, 4403 console key disabled, 4502 the broker failed or went away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from urllib.parse import parse_qs, urlencode
+
+import aiohttp
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from backend.core.exceptions import ApplicationError
+
+logger = logging.getLogger(__name__)
+WINDOW = 256 * 1024
+
+
+@database_sync_to_async
+def _resolve(user, session, topic_name: str, partition: int):
+    """(leader URL, console token) for this user's current organisation, or raise."""
+    from backend.console import brokers
+    from backend.console.credentials import console_token
+    from backend.tenancy import selectors
+    from backend.tenancy.permissions import SESSION_ORGANISATION_KEY
+    from backend.topics import selectors as topic_selectors
+
+    membership = None
+    ref = session.get(SESSION_ORGANISATION_KEY) if session is not None else None
+    if ref:
+        org = selectors.organisation_lookup(ref)
+        membership = selectors.membership_for(user=user, organisation=org) if org else None
+    if membership is None:
+        ms = list(selectors.membership_list_for_user(user=user)[:2])
+        if len(ms) != 1:
+            raise ApplicationError("select an organisation first")
+        membership = ms[0]
+    topic = topic_selectors.topic_get(organisation=membership.organisation, name=topic_name)
+    if not 0 <= partition < topic.partitions:
+        raise ApplicationError(f"{topic_name!r} has no partition {partition}")
+    return brokers.leader_url(topic, partition), console_token(membership.organisation)
+
+
+class LiveTailConsumer(AsyncJsonWebsocketConsumer):
+    upstream: asyncio.Task | None = None
+    paused = False
+    owed = 0
+
+    async def connect(self):
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        topic = (query.get("topic") or [""])[0]
+        start = (query.get("from") or ["latest"])[0]
+        try:
+            partition = int((query.get("partition") or ["0"])[0])
+        except ValueError:
+            partition = -1
+        if not topic or partition < 0 or start not in ("latest", "earliest"):
+            await self.close(code=4400)
+            return
+        try:
+            url, token = await _resolve(user, self.scope.get("session"), topic, partition)
+        except ApplicationError as e:
+            await self.close(code=4000 + (e.status_code if e.status_code < 600 else 502))
+            return
+        self.ws_out: aiohttp.ClientWebSocketResponse | None = None
+        await self.accept()
+        q = urlencode({"topic": topic, "partition": partition, "from": start, "format": "json"})
+        target = url.replace("http://", "ws://", 1).replace("https://", "wss://", 1)
+        self.upstream = asyncio.create_task(
+            self.pump(f"{target}/sluice/v1/ws/consume?{q}", token, topic, partition)
+        )
+        await self.send_json({"type": "open", "topic": topic, "partition": partition})
+
+    async def pump(self, url: str, token: str, topic: str, partition: int) -> None:
+        reason = "the broker closed the stream"
+        try:
+            timeout = aiohttp.ClientTimeout(total=None, connect=10)
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as http,
+                http.ws_connect(url, heartbeat=20) as ws,
+            ):
+                self.ws_out = ws
+                await ws.send_str(json.dumps({"auth": token}))
+                await ws.send_str(json.dumps({"credit": WINDOW}))
+                async for msg in ws:
+                    if msg.type != aiohttp.WSMsgType.TEXT:
+                        break
+                    doc = json.loads(msg.data)
+                    if "error_code" in doc:
+                        reason = doc.get("message") or doc["error_code"]
+                        break
+                    used = int(doc.get("batch_bytes") or 0)
+                    if doc.get("records"):
+                        await self.send_json(
+                            {
+                                "type": "records",
+                                "partition": partition,
+                                "records": [{"partition": partition, **r} for r in doc["records"]],
+                                "high_watermark": doc.get("high_watermark"),
+                            }
+                        )
+                    if self.paused:
+                        self.owed += used
+                    elif used:
+                        await ws.send_str(json.dumps({"credit": used}))
+        except asyncio.CancelledError:
+            raise
+        except (aiohttp.ClientError, OSError, ValueError) as e:
+            reason = f"cannot read from the broker: {e}"
+        finally:
+            self.ws_out = None
+        with contextlib.suppress(Exception):
+            await self.send_json({"type": "closed", "message": reason})
+            await self.close(code=4502)
+
+    async def receive_json(self, content, **kwargs):
+        if not isinstance(content, dict) or "pause" not in content:
+            return
+        self.paused = bool(content["pause"])
+        ws = self.ws_out
+        if not self.paused and self.owed and ws is not None and not ws.closed:
+            owed, self.owed = self.owed, 0
+            await ws.send_str(json.dumps({"credit": owed}))
+
+    async def disconnect(self, code):
+        if self.upstream is not None:
+            self.upstream.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.upstream

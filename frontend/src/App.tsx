@@ -1,0 +1,107 @@
+import { NavLink, Navigate, Route, Routes } from "react-router-dom";
+import { atLeast, useMe, useSignOut, useSwitchOrganisation } from "./api/hooks/auth";
+import { ErrorState, Loading } from "./components/States";
+import { SignIn } from "./pages/SignIn";
+import { Overview } from "./pages/Overview";
+import { Topics } from "./pages/Topics";
+import { TopicDetailPage } from "./pages/TopicDetail";
+import { Groups } from "./pages/Groups";
+import { GroupDetailPage } from "./pages/GroupDetail";
+import { Brokers } from "./pages/Brokers";
+import { Reports } from "./pages/Reports";
+import { ServiceAccounts } from "./pages/access/ServiceAccounts";
+import { ApiKeys } from "./pages/access/ApiKeys";
+import { Acls } from "./pages/access/Acls";
+import { Quotas } from "./pages/access/Quotas";
+import { Audit } from "./pages/access/Audit";
+
+function OrganisationSwitcher() {
+  const me = useMe().data;
+  const sw = useSwitchOrganisation();
+  if (!me) return null;
+  return (
+    <label className="org-switcher">
+      <span className="sr-only">Organisation</span>
+      <select
+        aria-label="Organisation"
+        value={me.organisation?.id ?? ""}
+        onChange={(e) => sw.mutate(e.target.value)}
+        disabled={sw.isPending}
+      >
+        {!me.organisation && <option value="">Choose an organisation…</option>}
+        {me.memberships.map((m) => (
+          <option key={m.organisation.id} value={m.organisation.id}>
+            {m.organisation.name} ({m.role})
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
+function Shell() {
+  const me = useMe().data!;
+  const signOut = useSignOut();
+  const admin = atLeast(me.role, "admin");
+  return (
+    <div className="shell">
+      <header className="topbar">
+        <span className="brand">Sluice</span>
+        <OrganisationSwitcher />
+        <span className="who">
+          {me.username} · <span data-testid="role">{me.role ?? "no organisation"}</span>
+        </span>
+        <button type="button" onClick={() => signOut.mutate()}>
+          Sign out
+        </button>
+      </header>
+      <nav className="sidebar" aria-label="Main">
+        <NavLink to="/" end>Overview</NavLink>
+        <NavLink to="/topics">Topics</NavLink>
+        <NavLink to="/groups">Consumer groups</NavLink>
+        <NavLink to="/brokers">Brokers</NavLink>
+        <NavLink to="/reports">Reports</NavLink>
+        {admin && (
+          <>
+            <span className="nav-heading">Access</span>
+            <NavLink to="/access/service-accounts">Service accounts</NavLink>
+            <NavLink to="/access/api-keys">API keys</NavLink>
+            <NavLink to="/access/acls">ACLs</NavLink>
+            <NavLink to="/access/quotas">Quotas</NavLink>
+            <NavLink to="/access/audit">Audit log</NavLink>
+          </>
+        )}
+      </nav>
+      <main className="content">
+        {!me.organisation ? (
+          <p className="state empty">Choose an organisation above to see its topics and groups.</p>
+        ) : (
+          <Routes>
+            <Route path="/" element={<Overview />} />
+            <Route path="/topics" element={<Topics />} />
+            <Route path="/topics/:name/*" element={<TopicDetailPage />} />
+            <Route path="/groups" element={<Groups />} />
+            <Route path="/groups/:groupId" element={<GroupDetailPage />} />
+            <Route path="/brokers" element={<Brokers />} />
+            <Route path="/reports" element={<Reports />} />
+            <Route path="/access/service-accounts" element={<ServiceAccounts />} />
+            <Route path="/access/api-keys" element={<ApiKeys />} />
+            <Route path="/access/acls" element={<Acls />} />
+            <Route path="/access/quotas" element={<Quotas />} />
+            <Route path="/access/audit" element={<Audit />} />
+            <Route path="/sign-in" element={<Navigate to="/" replace />} />
+            <Route path="*" element={<p className="state empty">There is no page here. Pick one on the left.</p>} />
+          </Routes>
+        )}
+      </main>
+    </div>
+  );
+}
+
+export function App() {
+  const me = useMe();
+  if (me.isPending) return <Loading what="your session" />;
+  if (me.isError) return <ErrorState error={me.error} what="your session" onRetry={() => me.refetch()} />;
+  if (!me.data) return <SignIn />;
+  return <Shell />;
+}

@@ -1,0 +1,129 @@
+import { Link } from "react-router-dom";
+import { Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
+import { useBrokers } from "../api/hooks/brokers";
+import { useGroups } from "../api/hooks/groups";
+import { messageCount, usePartitionStates } from "../api/hooks/partitions";
+import { useRetentionReport } from "../api/hooks/reports";
+import { isNotFound } from "../api/client";
+import { ErrorState, Loading } from "../components/States";
+import { formatBytes, formatNumber } from "../lib/format";
+import { useMessageRates } from "../lib/rates";
+
+export function Overview() {
+  const brokers = useBrokers();
+  const states = usePartitionStates(undefined, 3000);
+  const groups = useGroups();
+  const retention = useRetentionReport();
+  const rates = useMessageRates(states.data);
+  const latest = rates[rates.length - 1];
+
+  const partitions = states.data?.topics.flatMap((t) => t.partitions) ?? [];
+  const underReplicated = partitions.filter((p) => p.under_replicated && !p.offline).length;
+  const offline = partitions.filter((p) => p.offline).length;
+  const live = brokers.data?.filter((b) => b.live).length ?? 0;
+
+  const sizeByTopic: Record<string, number> = {};
+  for (const r of retention.data?.rows ?? []) sizeByTopic[r.topic] = (sizeByTopic[r.topic] ?? 0) + r.bytes;
+  const topics = (states.data?.topics ?? []).map((t) => ({
+    name: t.name,
+    rate: latest?.byTopic[t.name] ?? 0,
+    messages: t.partitions.reduce((s, p) => s + (messageCount(p) ?? 0), 0),
+    bytes: sizeByTopic[t.name],
+  }));
+  const byTraffic = [...topics].sort((a, b) => b.rate - a.rate).slice(0, 5);
+  const bySize = [...topics]
+    .sort((a, b) => (b.bytes ?? b.messages) - (a.bytes ?? a.messages))
+    .slice(0, 5);
+  const trouble = (groups.data?.results ?? []).filter((g) => g.health !== "OK" && g.health !== "EMPTY");
+
+  return (
+    <section aria-labelledby="overview-title">
+      <h1 id="overview-title">Overview</h1>
+      <div className="cards">
+        <div className="card">
+          <h2>Brokers up</h2>
+          {brokers.isPending ? <Loading what="brokers" /> : brokers.isError ? <ErrorState error={brokers.error} what="brokers" /> : (
+            <p className={"big" + (live < (brokers.data?.length ?? 0) ? " warn" : "")} data-testid="brokers-up">
+              {live} / {brokers.data?.length ?? 0}
+            </p>
+          )}
+        </div>
+        <div className="card">
+          <h2>Under-replicated partitions</h2>
+          <p className={"big" + (underReplicated ? " warn" : "")}>{states.data ? underReplicated : "…"}</p>
+        </div>
+        <div className="card">
+          <h2>Offline partitions</h2>
+          <p className={"big" + (offline ? " bad" : "")}>{states.data ? offline : "…"}</p>
+        </div>
+        <div className="card">
+          <h2>Messages in / s</h2>
+          <p className="big">{latest ? formatNumber(latest.total, 1) : "measuring…"}</p>
+        </div>
+      </div>
+      {states.isError && <ErrorState error={states.error} what="partition state" />}
+      {states.data?.errors.length ? <p className="state error">{states.data.errors.join("; ")}</p> : null}
+      <h2>Messages in per second (live)</h2>
+      <div className="chart" aria-label="Messages in per second">
+        {rates.length < 2 ? (
+          <p className="muted">The chart fills in over the next few seconds.</p>
+        ) : (
+          <ResponsiveContainer width="100%" height={180}>
+            <LineChart data={rates.map((r) => ({ t: new Date(r.t).toLocaleTimeString(), rate: Number(r.total.toFixed(2)) }))}>
+              <XAxis dataKey="t" minTickGap={40} />
+              <YAxis allowDecimals />
+              <Tooltip />
+              <Line type="monotone" dataKey="rate" stroke="#2563eb" dot={false} isAnimationActive={false} />
+            </LineChart>
+          </ResponsiveContainer>
+        )}
+      </div>
+      <div className="two-col">
+        <div>
+          <h2>Top topics by traffic</h2>
+          {topics.length === 0 ? (
+            <p className="state empty">No topics yet. <Link to="/topics">Create one</Link>.</p>
+          ) : (
+            <table className="table compact">
+              <thead><tr><th>Topic</th><th className="num">Messages/s</th></tr></thead>
+              <tbody>
+                {byTraffic.map((t) => (
+                  <tr key={t.name}><td><Link to={`/topics/${encodeURIComponent(t.name)}`}>{t.name}</Link></td><td className="num">{formatNumber(t.rate, 1)}</td></tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+        </div>
+        <div>
+          <h2>Top topics by size</h2>
+          {topics.length === 0 ? null : (
+            <table className="table compact">
+              <thead><tr><th>Topic</th><th className="num">{retention.data ? "Size" : "Messages"}</th></tr></thead>
+              <tbody>
+                {bySize.map((t) => (
+                  <tr key={t.name}><td>{t.name}</td><td className="num">{retention.data ? formatBytes(t.bytes ?? 0) : formatNumber(t.messages)}</td></tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+          {!retention.data && <p className="muted">Sizes in bytes come from the retention report once it has run.</p>}
+        </div>
+      </div>
+      <h2>Groups in trouble</h2>
+      {groups.isPending ? <Loading what="consumer groups" /> : isNotFound(groups.error) ? (
+        <p className="muted">Consumer groups are not available on this control plane yet.</p>
+      ) : groups.isError ? <ErrorState error={groups.error} what="consumer groups" /> : trouble.length === 0 ? (
+        <p className="state empty">No consumer group needs attention.</p>
+      ) : (
+        <table className="table compact">
+          <thead><tr><th>Group</th><th>Health</th><th className="num">Lag</th></tr></thead>
+          <tbody>
+            {trouble.map((g) => (
+              <tr key={g.group_id}><td><Link to={`/groups/${encodeURIComponent(g.group_id)}`}>{g.group_id}</Link></td><td><span className={`badge ${g.health}`}>{g.health}</span></td><td className="num">{formatNumber(g.total_lag)}</td></tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,122 @@
+import { Bar, BarChart, CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
+import { isNotFound } from "../api/client";
+import { atLeast, useMe } from "../api/hooks/auth";
+import {
+  useLagReport, useReportRuns, useRetentionReport, useRunReport, useThroughputReport, useUsageReport,
+  type ReportJob,
+} from "../api/hooks/reports";
+import { ErrorState, FormError, Loading, NotAvailable } from "../components/States";
+import { formatBytes, formatDuration, formatTime } from "../lib/format";
+
+const COLORS = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2"];
+
+/** Rows keyed by ts with one column per series (group, topic, account), for a line chart. */
+function pivot<T extends { ts: string }>(rows: T[], series: (r: T) => string, value: (r: T) => number) {
+  const byTs: Record<string, Record<string, number | string>> = {};
+  const names = new Set<string>();
+  for (const r of rows) {
+    const s = series(r);
+    names.add(s);
+    const row = (byTs[r.ts] ??= { ts: r.ts });
+    row[s] = ((row[s] as number) ?? 0) + value(r);
+  }
+  return { data: Object.values(byTs).sort((a, b) => String(a.ts).localeCompare(String(b.ts))), names: [...names].slice(0, 6) };
+}
+
+function Chart({ title, q, render }: { title: string; q: { isPending: boolean; isError: boolean; error: unknown; data?: { rows: unknown[] } }; render: () => React.ReactNode }) {
+  return (
+    <div className="panel">
+      <h2>{title}</h2>
+      {q.isPending ? <Loading what={title.toLowerCase()} /> : q.isError ? <ErrorState error={q.error} what={title.toLowerCase()} /> : !q.data?.rows.length ? (
+        <p className="state empty">No rows yet: the report has not run, or there was nothing to count.</p>
+      ) : render()}
+    </div>
+  );
+}
+
+export function Reports() {
+  const me = useMe().data;
+  const runs = useReportRuns();
+  const run = useRunReport();
+  const lag = useLagReport();
+  const tput = useThroughputReport("", "hour", 24);
+  const ret = useRetentionReport();
+  const usage = useUsageReport("hour", 7);
+
+  if (isNotFound(runs.error)) {
+    return (
+      <section>
+        <h1>Reports</h1>
+        <NotAvailable feature="Reports" detail="Lag, throughput, retention and usage charts appear once the analytics jobs are deployed." />
+      </section>
+    );
+  }
+  const lagP = pivot(lag.data?.rows ?? [], (r) => r.group_id, (r) => r.offset_lag);
+  const tputP = pivot(tput.data?.rows ?? [], (r) => r.topic, (r) => r.records);
+  const usageP = pivot(usage.data?.rows ?? [], (r) => r.service_account, (r) => r.bytes_in + r.bytes_out);
+  const retRows = Object.values(
+    (ret.data?.rows ?? []).reduce<Record<string, { topic: string; bytes: number; d24: number }>>((acc, r) => {
+      const x = (acc[r.topic] ??= { topic: r.topic, bytes: 0, d24: 0 });
+      x.bytes += r.bytes;
+      x.d24 += r.delete_24h_bytes;
+      return acc;
+    }, {}),
+  );
+  return (
+    <section aria-labelledby="reports-title">
+      <h1 id="reports-title">Reports</h1>
+      <div className="panel">
+        <h2>Runs</h2>
+        {runs.isPending ? <Loading what="report runs" /> : runs.isError ? <ErrorState error={runs.error} what="report runs" /> : runs.data.results.length === 0 ? (
+          <p className="state empty">No report has run yet.</p>
+        ) : (
+          <table className="table compact" aria-label="Report runs">
+            <thead><tr><th>Job</th><th>Status</th><th>Started</th><th>Took</th><th>Error</th></tr></thead>
+            <tbody>
+              {runs.data.results.slice(0, 10).map((r) => (
+                <tr key={r.id}><td>{r.job}</td><td><span className={`badge ${r.status}`}>{r.status}</span></td><td>{formatTime(r.started_at)}</td><td>{r.duration_s === null ? "—" : formatDuration(r.duration_s * 1000)}</td><td>{r.error ?? ""}</td></tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+        {atLeast(me?.role, "admin") && (
+          <div className="actions">
+            {(["lag", "throughput", "retention", "usage"] as ReportJob[]).map((j) => (
+              <button key={j} type="button" disabled={run.isPending} onClick={() => run.mutate(j)}>Run {j} now</button>
+            ))}
+          </div>
+        )}
+        <FormError error={run.error} />
+      </div>
+      <Chart title="Consumer lag (24 h)" q={lag} render={() => (
+        <ResponsiveContainer width="100%" height={240}>
+          <LineChart data={lagP.data}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} /><YAxis /><Tooltip /><Legend />
+            {lagP.names.map((n, i) => <Line key={n} dataKey={n} stroke={COLORS[i % COLORS.length]} dot={false} isAnimationActive={false} />)}
+          </LineChart>
+        </ResponsiveContainer>
+      )} />
+      <Chart title="Throughput, records per hour (24 h)" q={tput} render={() => (
+        <ResponsiveContainer width="100%" height={240}>
+          <LineChart data={tputP.data}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} /><YAxis /><Tooltip /><Legend />
+            {tputP.names.map((n, i) => <Line key={n} dataKey={n} stroke={COLORS[i % COLORS.length]} dot={false} isAnimationActive={false} />)}
+          </LineChart>
+        </ResponsiveContainer>
+      )} />
+      <Chart title="Retention: stored and deleted within 24 h" q={ret} render={() => (
+        <ResponsiveContainer width="100%" height={240}>
+          <BarChart data={retRows}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="topic" /><YAxis tickFormatter={(v) => formatBytes(v)} /><Tooltip formatter={(v) => formatBytes(Number(v))} /><Legend />
+            <Bar dataKey="bytes" name="stored" fill={COLORS[0]} isAnimationActive={false} />
+            <Bar dataKey="d24" name="deleted within 24 h" fill={COLORS[2]} isAnimationActive={false} />
+          </BarChart>
+        </ResponsiveContainer>
+      )} />
+      <Chart title="Usage: bytes in + out per service account (7 days)" q={usage} render={() => (
+        <ResponsiveContainer width="100%" height={240}>
+          <LineChart data={usageP.data}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} /><YAxis tickFormatter={(v) => formatBytes(v)} /><Tooltip formatter={(v) => formatBytes(Number(v))} /><Legend />
+            {usageP.names.map((n, i) => <Line key={n} dataKey={n} stroke={COLORS[i % COLORS.length]} dot={false} isAnimationActive={false} />)}
+          </LineChart>
+        </ResponsiveContainer>
+      )} />
+    </section>
+  );
+}

@@ -1,0 +1,227 @@
+import { useState } from "react";
+import { NavLink, Route, Routes, useParams } from "react-router-dom";
+import { Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
+import { atLeast, useMe } from "../api/hooks/auth";
+import { useGroup, useGroups } from "../api/hooks/groups";
+import { usePartitionStates } from "../api/hooks/partitions";
+import { useRetentionReport, useThroughputReport } from "../api/hooks/reports";
+import { useAddPartitions, useAlterTopicConfigs, useTopic, type TopicDetail } from "../api/hooks/topics";
+import { Field } from "../components/Field";
+import { ErrorState, FormError, Loading, fieldErrors } from "../components/States";
+import { formatBytes, formatNumber } from "../lib/format";
+import { useMessageRates } from "../lib/rates";
+import { LiveTail } from "./LiveTail";
+import { MessageBrowser } from "./MessageBrowser";
+import { ProduceForm } from "./ProduceForm";
+
+function Partitions({ topic }: { topic: TopicDetail }) {
+  const states = usePartitionStates(topic.name, 3000);
+  const retention = useRetentionReport();
+  const me = useMe().data;
+  const add = useAddPartitions(topic.name);
+  const [count, setCount] = useState(String(topic.partitions + 1));
+  const size: Record<number, number> = {};
+  for (const r of retention.data?.rows ?? []) if (r.topic === topic.name) size[r.partition] = r.bytes;
+  const parts = states.data?.topics[0]?.partitions ?? [];
+  return (
+    <>
+      {states.isPending ? <Loading what="partitions" /> : states.isError ? <ErrorState error={states.error} what="partitions" /> : (
+        <table className="table" aria-label="Partitions">
+          <thead>
+            <tr>
+              <th className="num">Partition</th><th>Leader</th><th>Replicas</th><th>In sync</th>
+              <th className="num">Log start</th><th className="num">Log end</th><th className="num">High watermark</th><th className="num">Size</th>
+            </tr>
+          </thead>
+          <tbody>
+            {parts.map((p) => (
+              <tr key={p.partition} className={p.offline ? "bad" : p.under_replicated ? "warn" : undefined}>
+                <td className="num">{p.partition}</td>
+                <td>{p.leader < 0 ? "none (offline)" : `broker ${p.leader}`}</td>
+                <td>{p.replicas.join(", ")}</td>
+                <td>{p.isr.join(", ")}{p.under_replicated && " (under-replicated)"}</td>
+                <td className="num">{formatNumber(p.log_start_offset)}</td>
+                <td className="num">{formatNumber(p.log_end_offset)}</td>
+                <td className="num">{formatNumber(p.high_watermark)}</td>
+                <td className="num">{size[p.partition] === undefined ? "—" : formatBytes(size[p.partition])}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {!retention.data && <p className="muted">Sizes come from the retention report once it has run.</p>}
+      {atLeast(me?.role, "member") && (
+        <form
+          className="form inline"
+          aria-label="Add partitions"
+          onSubmit={(e) => {
+            e.preventDefault();
+            add.mutate(Number(count));
+          }}
+        >
+          <Field label="New partition count" help="Partitions can be added, never removed; keyed records may move to other partitions." errors={fieldErrors(add.error, "partitions")}>
+            {(a) => <input {...a} type="number" min={topic.partitions + 1} value={count} onChange={(e) => setCount(e.target.value)} />}
+          </Field>
+          <button type="submit" disabled={add.isPending}>Add partitions</button>
+          {add.isSuccess && <span role="status">Done: {add.data.partitions} partitions.</span>}
+          {!fieldErrors(add.error, "partitions").length && <FormError error={add.error} />}
+        </form>
+      )}
+    </>
+  );
+}
+
+function Configs({ topic }: { topic: TopicDetail }) {
+  const me = useMe().data;
+  const canWrite = atLeast(me?.role, "member");
+  const alter = useAlterTopicConfigs(topic.name);
+  const [edits, setEdits] = useState<Record<string, string>>({});
+  const names = Object.keys(topic.effective_configs).sort();
+  const changed = Object.keys(edits).filter((k) => edits[k] !== topic.effective_configs[k]);
+  return (
+    <form
+      aria-label="Topic configs"
+      onSubmit={(e) => {
+        e.preventDefault();
+        const body: Record<string, string> = {};
+        for (const k of changed) body[k] = edits[k];
+        alter.mutate(body, { onSuccess: () => setEdits({}) });
+      }}
+    >
+      <table className="table compact">
+        <thead><tr><th>Config</th><th>Value</th><th>Source</th></tr></thead>
+        <tbody>
+          {names.map((k) => (
+            <tr key={k}>
+              <td><label htmlFor={`cfg-${k}`}>{k}</label></td>
+              <td>
+                {canWrite ? (
+                  <input id={`cfg-${k}`} value={edits[k] ?? topic.effective_configs[k]} onChange={(e) => setEdits({ ...edits, [k]: e.target.value })} aria-invalid={fieldErrors(alter.error, k).length ? true : undefined} />
+                ) : (
+                  <code id={`cfg-${k}`}>{topic.effective_configs[k]}</code>
+                )}
+                {fieldErrors(alter.error, k).map((m) => <small key={m} className="field-error">{m}</small>)}
+              </td>
+              <td>{k in topic.configs ? "topic" : "default"}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <FormError error={alter.error} />
+      {canWrite && (
+        <div className="actions">
+          <button type="submit" className="primary" disabled={!changed.length || alter.isPending}>
+            {alter.isPending ? "Saving…" : changed.length ? `Save ${changed.length} change${changed.length > 1 ? "s" : ""}` : "No changes"}
+          </button>
+          {alter.isSuccess && <span role="status">Saved.</span>}
+        </div>
+      )}
+    </form>
+  );
+}
+
+function ConsumingGroup({ groupId, topic }: { groupId: string; topic: string }) {
+  const g = useGroup(groupId);
+  const rows = g.data?.offsets.filter((o) => o.topic === topic) ?? [];
+  if (!rows.length) return null;
+  return (
+    <tr>
+      <td>{groupId}</td>
+      <td>{g.data?.state}</td>
+      <td className="num">{formatNumber(rows.reduce((s, o) => s + (o.lag ?? 0), 0))}</td>
+    </tr>
+  );
+}
+
+function Consumers({ topic }: { topic: string }) {
+  const groups = useGroups();
+  if (groups.isPending) return <Loading what="consumer groups" />;
+  if (groups.isError) {
+    return (groups.error as { status?: number }).status === 404 ? (
+      <p className="state empty">Consumer groups are not available on this control plane yet.</p>
+    ) : <ErrorState error={groups.error} what="consumer groups" />;
+  }
+  const list = groups.data.results.slice(0, 50);
+  if (!list.length) return <p className="state empty">No consumer group has committed offsets yet.</p>;
+  return (
+    <table className="table compact" aria-label="Consuming groups">
+      <thead><tr><th>Group</th><th>State</th><th className="num">Lag on this topic</th></tr></thead>
+      <tbody>{list.map((g) => <ConsumingGroup key={g.group_id} groupId={g.group_id} topic={topic} />)}</tbody>
+    </table>
+  );
+}
+
+function Throughput({ topic }: { topic: string }) {
+  const states = usePartitionStates(topic, 2000);
+  const rates = useMessageRates(states.data, 90);
+  const report = useThroughputReport(topic, "minute", 24);
+  const hist: Record<string, { ts: string; records: number; bytes: number }> = {};
+  for (const r of report.data?.rows ?? []) {
+    const h = (hist[r.ts] ??= { ts: r.ts, records: 0, bytes: 0 });
+    h.records += r.records;
+    h.bytes += r.bytes;
+  }
+  const history = Object.values(hist).sort((a, b) => a.ts.localeCompare(b.ts));
+  return (
+    <>
+      <h3>Live messages/s</h3>
+      {rates.length < 2 ? <p className="muted">Measuring… the chart fills in over a few seconds.</p> : (
+        <ResponsiveContainer width="100%" height={200}>
+          <LineChart data={rates.map((r) => ({ t: new Date(r.t).toLocaleTimeString(), rate: Number((r.byTopic[topic] ?? 0).toFixed(2)) }))}>
+            <XAxis dataKey="t" minTickGap={40} />
+            <YAxis />
+            <Tooltip />
+            <Line type="monotone" dataKey="rate" stroke="#2563eb" dot={false} isAnimationActive={false} />
+          </LineChart>
+        </ResponsiveContainer>
+      )}
+      <h3>Last 24 hours (throughput report)</h3>
+      {report.isPending ? <Loading what="the throughput report" /> : report.isError ? (
+        <p className="muted">{(report.error as { status?: number }).status === 404 ? "Reports are not available on this control plane yet." : "The throughput report could not be loaded."}</p>
+      ) : history.length === 0 ? <p className="state empty">No report rows for this topic yet.</p> : (
+        <ResponsiveContainer width="100%" height={200}>
+          <LineChart data={history}>
+            <XAxis dataKey="ts" minTickGap={60} />
+            <YAxis />
+            <Tooltip />
+            <Line type="monotone" dataKey="records" stroke="#16a34a" dot={false} isAnimationActive={false} />
+          </LineChart>
+        </ResponsiveContainer>
+      )}
+    </>
+  );
+}
+
+export function TopicDetailPage() {
+  const { name = "" } = useParams();
+  const topic = useTopic(name);
+  const me = useMe().data;
+  if (topic.isPending) return <Loading what={`topic ${name}`} />;
+  if (topic.isError) return <ErrorState error={topic.error} what={`topic ${name}`} />;
+  const t = topic.data;
+  const base = `/topics/${encodeURIComponent(name)}`;
+  return (
+    <section aria-labelledby="topic-title">
+      <h1 id="topic-title">{t.name}</h1>
+      <p className="muted">{t.partitions} partitions · replication factor {t.replication_factor}</p>
+      <nav className="tabs" aria-label="Topic">
+        <NavLink to={base} end>Partitions</NavLink>
+        <NavLink to={`${base}/configs`}>Configs</NavLink>
+        <NavLink to={`${base}/messages`}>Messages</NavLink>
+        <NavLink to={`${base}/live`}>Live tail</NavLink>
+        {atLeast(me?.role, "member") && <NavLink to={`${base}/produce`}>Produce</NavLink>}
+        <NavLink to={`${base}/consumers`}>Consumers</NavLink>
+        <NavLink to={`${base}/throughput`}>Throughput</NavLink>
+      </nav>
+      <Routes>
+        <Route index element={<Partitions topic={t} />} />
+        <Route path="configs" element={<Configs topic={t} />} />
+        <Route path="messages" element={<MessageBrowser topic={t} />} />
+        <Route path="live" element={<LiveTail topic={t} />} />
+        <Route path="produce" element={<ProduceForm topic={t} />} />
+        <Route path="consumers" element={<Consumers topic={t.name} />} />
+        <Route path="throughput" element={<Throughput topic={t.name} />} />
+      </Routes>
+    </section>
+  );
+}

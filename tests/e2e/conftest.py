@@ -1,0 +1,107 @@
+"""The web console's tests: Vitest component tests and Playwright (headless Chromium) against
+the stack ``infra/run_local.py`` (``make up``) starts on free ports. ``make test`` installs
+Chromium (apt) and the npm packages first (``make console-setup``); run alone, these tests
+skip with the reason when npm, node_modules or Chromium are missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "console"
+CHROMIUM = os.environ.get("SLUICE_CHROMIUM", "/usr/bin/chromium")
+
+
+def need_node() -> None:
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        pytest.skip("needs Node and npm (make console-setup)")
+    if not (ROOT / "node_modules" / ".package-lock.json").exists():
+        pytest.skip("needs the npm packages: run `npm ci` (make console-setup)")
+
+
+def need_browser() -> None:
+    need_node()
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"needs Chromium at {CHROMIUM} (make console-setup installs it with apt)")
+
+
+def run(argv: list[str], *, timeout: float, env: dict | None = None, cwd: Path = ROOT):
+    return subprocess.run(
+        argv,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+class Stack:
+    def __init__(self, state: dict, var: Path) -> None:
+        self.state = state
+        self.var = var
+        self.url = state["console_url"].rstrip("/")
+
+    @property
+    def cluster_secret(self) -> str:
+        return (self.var / "cluster-secret").read_text().strip()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory) -> Iterator[Stack]:
+    need_browser()
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)  # this run's screenshots only
+    tmp = tmp_path_factory.mktemp("console-stack")
+    state_file = tmp / "state.json"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SLUICE_CLUSTER_SECRET", "DATABASE_URL", "SLUICE_VAR_DIR")
+    }
+    log_path = tmp / "runner.log"
+    with open(log_path, "wb") as log:
+        runner = subprocess.Popen(
+            [
+                sys.executable,
+                "infra/run_local.py",
+                "--port",
+                str(free_port()),
+                "--broker-ports",
+                ",".join(str(free_port()) for _ in range(3)),
+                "--var-dir",
+                str(tmp / "var"),
+                "--state-file",
+                str(state_file),
+            ],
+            cwd=ROOT,
+            env={**env, "PYTHONUNBUFFERED": "1"},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 240  # includes a console build when sources changed
+        while not state_file.exists():
+            assert runner.poll() is None, log_path.read_text()[-4000:]
+            assert time.monotonic() < deadline, "the stack did not come up in time"
+            time.sleep(0.3)
+        yield Stack(json.loads(state_file.read_text()), tmp / "var")
+    finally:
+        if runner.poll() is None:
+            runner.send_signal(signal.SIGINT)
+            try:
+                runner.wait(timeout=45)
+            except subprocess.TimeoutExpired:
+                runner.kill()
+                runner.wait(timeout=10)
