@@ -1,0 +1,316 @@
+"""The reports API the console's Reports pages draw (/api/v1/reports/...).
+
+Reads need any role in the organisation and answer that organisation's rows only; asking for
+a run (POST runs) needs admin and is audited. Runs are cluster-wide, so tenants see each
+run's status and timing and a safe error summary, never the operators' error text (it can
+name other tenants' topics)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+
+from backend.analytics import selectors, services
+from backend.analytics.models import JOBS
+from backend.core.schema import errors
+from backend.core.serializers import StrictSerializer, validate_input
+from backend.tenancy import roles
+from backend.tenancy.permissions import TenantAPIView
+
+TAGS = ["reports"]
+
+
+def _rows(name: str, fields: dict) -> serializers.Serializer:
+    return inline_serializer(
+        name=name,
+        fields={
+            "rows": serializers.ListField(child=inline_serializer(name=f"{name}Row", fields=fields))
+        },
+    )
+
+
+class RunOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    job = serializers.ChoiceField(choices=JOBS)
+    status = serializers.ChoiceField(choices=["queued", "running", "succeeded", "failed"])
+    trigger = serializers.CharField()
+    queued_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    duration_s = serializers.FloatField(allow_null=True)
+    rows_written = serializers.IntegerField()
+    error = serializers.SerializerMethodField()
+
+    def get_error(self, run) -> str | None:
+        return run.error_summary or None
+
+
+class RunListApi(TenantAPIView):
+    read_role = roles.READ_ONLY
+    write_role = roles.ADMIN
+
+    class QuerySerializer(StrictSerializer):
+        job = serializers.ChoiceField(choices=JOBS, required=False)
+        limit = serializers.IntegerField(min_value=1, max_value=selectors.MAX_RUNS, default=50)
+
+    class InputSerializer(StrictSerializer):
+        job = serializers.ChoiceField(choices=JOBS)
+
+    @extend_schema(
+        operation_id="reports_runs_list",
+        tags=TAGS,
+        parameters=[QuerySerializer],
+        responses={
+            200: inline_serializer(
+                name="ReportRuns", fields={"results": RunOutputSerializer(many=True)}
+            ),
+            **errors(400),
+        },
+    )
+    def get(self, request):
+        q = validate_input(self.QuerySerializer, request.query_params.dict())
+        runs = selectors.run_list(job=q.get("job"), limit=q["limit"])
+        return Response({"results": RunOutputSerializer(runs, many=True).data})
+
+    @extend_schema(
+        operation_id="reports_runs_create",
+        tags=TAGS,
+        request=InputSerializer,
+        description="Queue a run of a job now (admins). A run of that job already queued is "
+        "answered instead of queueing another.",
+        responses={202: RunOutputSerializer, **errors(400)},
+    )
+    def post(self, request):
+        data = validate_input(self.InputSerializer, request.data)
+        run = services.run_request(job=data["job"], ctx=self.ctx)
+        return Response(RunOutputSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class LagReportApi(TenantAPIView):
+    class QuerySerializer(StrictSerializer):
+        group = serializers.CharField(required=False, max_length=255)
+        hours = serializers.FloatField(min_value=0.01, max_value=24 * 31, default=24)
+
+    @extend_schema(
+        operation_id="reports_lag",
+        tags=TAGS,
+        parameters=[QuerySerializer],
+        description="Lag samples (at commits and whenever the log end moved) with each "
+        "sample's status over its window; `current` is each partition's evaluation at the "
+        "last run, with the catch-up estimate and retention risk.",
+        responses={
+            200: inline_serializer(
+                name="LagReport",
+                fields={
+                    "rows": serializers.ListField(child=serializers.DictField()),
+                    "current": serializers.ListField(child=serializers.DictField()),
+                },
+            ),
+            **errors(400),
+        },
+    )
+    def get(self, request):
+        q = validate_input(self.QuerySerializer, request.query_params.dict())
+        rows = selectors.lag_rows(
+            organisation=self.organisation, group=q.get("group"), hours=q["hours"]
+        )
+        current = selectors.lag_current(organisation=self.organisation, group=q.get("group"))
+        return Response(
+            {
+                "rows": [_lag(r) for r in rows],
+                "current": [
+                    {
+                        **_lag(r),
+                        "catch_up_s": r.catch_up_s,
+                        "retention_risk": r.retention_risk,
+                        "committed_offset": r.committed_offset,
+                        "log_end_offset": r.log_end_offset,
+                    }
+                    for r in current
+                ],
+            }
+        )
+
+
+def _lag(r) -> dict:
+    return {
+        "ts": r.ts,
+        "group_id": r.group_id,
+        "topic": r.topic,
+        "partition": r.partition,
+        "offset_lag": r.offset_lag,
+        "time_lag_ms": r.time_lag_ms,
+        "status": r.status,
+    }
+
+
+class ThroughputReportApi(TenantAPIView):
+    class QuerySerializer(StrictSerializer):
+        topic = serializers.CharField(required=False, max_length=249)
+        granularity = serializers.ChoiceField(choices=["minute", "hour"], default="minute")
+        hours = serializers.FloatField(min_value=0.01, max_value=24 * 31, default=24)
+
+    @extend_schema(
+        operation_id="reports_throughput",
+        tags=TAGS,
+        parameters=[QuerySerializer],
+        responses={
+            200: _rows(
+                "ThroughputReport",
+                {
+                    "ts": serializers.DateTimeField(),
+                    "topic": serializers.CharField(),
+                    "partition": serializers.IntegerField(),
+                    "records": serializers.IntegerField(),
+                    "bytes": serializers.IntegerField(),
+                },
+            ),
+            **errors(400),
+        },
+    )
+    def get(self, request):
+        q = validate_input(self.QuerySerializer, request.query_params.dict())
+        rows = selectors.throughput_rows(
+            organisation=self.organisation,
+            topic=q.get("topic"),
+            granularity=q["granularity"],
+            hours=q["hours"],
+        )
+        return Response(
+            {
+                "rows": [
+                    {
+                        "ts": r.ts,
+                        "topic": r.topic,
+                        "partition": r.partition,
+                        "records": r.records,
+                        "bytes": r.bytes,
+                    }
+                    for r in rows
+                ]
+            }
+        )
+
+
+RETENTION_FIELDS = (
+    "topic",
+    "partition",
+    "bytes",
+    "segments",
+    "oldest_ts",
+    "delete_1h_bytes",
+    "delete_6h_bytes",
+    "delete_24h_bytes",
+    "delete_1h_records",
+    "delete_6h_records",
+    "delete_24h_records",
+)
+
+
+class RetentionReportApi(TenantAPIView):
+    @extend_schema(
+        operation_id="reports_retention",
+        tags=TAGS,
+        description="Per partition, from the last retention run: stored bytes and segments, "
+        "the oldest segment's newest record, and what retention deletes within 1, 6, 24 h.",
+        responses={
+            200: _rows(
+                "RetentionReport",
+                {
+                    **{f: serializers.IntegerField() for f in RETENTION_FIELDS},
+                    "topic": serializers.CharField(),
+                    "oldest_ts": serializers.DateTimeField(allow_null=True),
+                },
+            ),
+            **errors(),
+        },
+    )
+    def get(self, request):
+        rows = selectors.retention_rows(organisation=self.organisation)
+        return Response({"rows": [{f: getattr(r, f) for f in RETENTION_FIELDS} for r in rows]})
+
+
+USAGE_FIELDS = (
+    "ts",
+    "service_account",
+    "topic",
+    "bytes_in",
+    "bytes_out",
+    "records_in",
+    "records_out",
+    "storage_gb_hours",
+    "requests",
+    "throttle_ms",
+)
+
+
+SUGGESTION_FIELDS = (
+    "service_account",
+    "minutes",
+    "p99_produce_bytes_per_sec",
+    "p99_fetch_bytes_per_sec",
+    "p99_requests_per_sec",
+    "produce_bytes_per_sec",
+    "fetch_bytes_per_sec",
+    "request_rate",
+)
+
+
+class UsageReportApi(TenantAPIView):
+    class QuerySerializer(StrictSerializer):
+        granularity = serializers.ChoiceField(choices=["hour", "day"], default="hour")
+        days = serializers.FloatField(min_value=0.01, max_value=400, default=7)
+
+    @extend_schema(
+        operation_id="reports_usage",
+        tags=TAGS,
+        parameters=[QuerySerializer],
+        description="Traffic per service account and topic, storage per topic (rows with an "
+        "empty service_account), per hour or day; `quota_suggestions`: per service account, "
+        "p99 over minutes of produce/fetch bytes and requests per second, and quotas 1.5x "
+        "that (from the last usage run).",
+        responses={
+            200: inline_serializer(
+                name="UsageReport",
+                fields={
+                    "rows": serializers.ListField(
+                        child=inline_serializer(
+                            name="UsageReportRow",
+                            fields={
+                                **{f: serializers.IntegerField() for f in USAGE_FIELDS},
+                                "ts": serializers.DateTimeField(),
+                                "service_account": serializers.CharField(),
+                                "topic": serializers.CharField(),
+                                "storage_gb_hours": serializers.FloatField(),
+                            },
+                        )
+                    ),
+                    "quota_suggestions": serializers.ListField(
+                        child=inline_serializer(
+                            name="QuotaSuggestion",
+                            fields={
+                                "service_account": serializers.CharField(),
+                                **{f: serializers.FloatField() for f in SUGGESTION_FIELDS[1:]},
+                            },
+                        )
+                    ),
+                },
+            ),
+            **errors(400),
+        },
+    )
+    def get(self, request):
+        q = validate_input(self.QuerySerializer, request.query_params.dict())
+        rows = selectors.usage_rows(
+            organisation=self.organisation, granularity=q["granularity"], days=q["days"]
+        )
+        suggestions = selectors.quota_suggestions(organisation=self.organisation)
+        return Response(
+            {
+                "rows": [{f: getattr(r, f) for f in USAGE_FIELDS} for r in rows],
+                "quota_suggestions": [
+                    {f: getattr(x, f) for f in SUGGESTION_FIELDS} for x in suggestions
+                ],
+            }
+        )

@@ -1,0 +1,156 @@
+"""Job runs and the report rows they store (docs/analytics.md).
+
+A ``JobRun`` is cluster-wide (one Spark job reads every tenant's topics); every result row
+belongs to one organisation, so the reports API serves each tenant its own rows only. Rows
+that a later run recomputes (a lag sample, a throughput or usage period) are upserted on their
+natural key; the retention report and quota suggestions are replaced per run; storage points
+accumulate (the usage job integrates them into GB-hours).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+JOBS = ("lag", "throughput", "retention", "usage")
+STATUSES = ("queued", "running", "succeeded", "failed")
+ORG = "tenancy.Organisation"
+
+
+class JobRun(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    job = models.CharField(max_length=16, choices=[(j, j) for j in JOBS])
+    status = models.CharField(max_length=16, choices=[(s, s) for s in STATUSES], default="queued")
+    trigger = models.CharField(max_length=16, default="schedule")  # schedule | manual
+    requested_by = models.CharField(max_length=200, blank=True, default="")
+    queued_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
+    rows_written = models.IntegerField(default=0)
+    error = models.TextField(blank=True, default="")  # operators' detail (logs too)
+    error_summary = models.CharField(max_length=300, blank=True, default="")  # tenants see this
+
+    class Meta:
+        ordering = ["-queued_at"]
+
+
+class LagRow(models.Model):
+    """A lag sample (``kind`` sample) or a partition's evaluation at a run (``kind`` now)."""
+
+    organisation = models.ForeignKey(ORG, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(JobRun, on_delete=models.SET_NULL, null=True, related_name="+")
+    kind = models.CharField(max_length=8, default="sample")
+    ts = models.DateTimeField()
+    group_id = models.CharField(max_length=255)
+    topic = models.CharField(max_length=249)
+    partition = models.IntegerField()
+    committed_offset = models.BigIntegerField()
+    log_end_offset = models.BigIntegerField()
+    offset_lag = models.BigIntegerField()
+    time_lag_ms = models.BigIntegerField(null=True)
+    status = models.CharField(max_length=8)
+    catch_up_s = models.FloatField(null=True)
+    retention_risk = models.BooleanField(null=True)
+
+    class Meta:
+        ordering = ["ts", "group_id", "topic", "partition"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organisation", "kind", "group_id", "topic", "partition", "ts"],
+                name="uniq_lag_row",
+            )
+        ]
+        indexes = [models.Index(fields=["organisation", "ts"], name="lag_org_ts")]
+
+
+class ThroughputRow(models.Model):
+    organisation = models.ForeignKey(ORG, on_delete=models.CASCADE, related_name="+")
+    granularity = models.CharField(max_length=8)  # minute | hour
+    ts = models.DateTimeField()
+    topic = models.CharField(max_length=249)
+    partition = models.IntegerField()
+    records = models.BigIntegerField()
+    bytes = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["ts", "topic", "partition"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organisation", "granularity", "topic", "partition", "ts"],
+                name="uniq_throughput_row",
+            )
+        ]
+        indexes = [models.Index(fields=["organisation", "granularity", "ts"], name="tp_org_ts")]
+
+
+class RetentionRow(models.Model):
+    organisation = models.ForeignKey(ORG, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(JobRun, on_delete=models.SET_NULL, null=True, related_name="+")
+    topic = models.CharField(max_length=249)
+    partition = models.IntegerField()
+    bytes = models.BigIntegerField()
+    segments = models.IntegerField()
+    oldest_ts = models.DateTimeField(null=True)
+    delete_1h_bytes = models.BigIntegerField()
+    delete_6h_bytes = models.BigIntegerField()
+    delete_24h_bytes = models.BigIntegerField()
+    delete_1h_records = models.BigIntegerField()
+    delete_6h_records = models.BigIntegerField()
+    delete_24h_records = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["topic", "partition"]
+
+
+class StorageSample(models.Model):
+    organisation = models.ForeignKey(ORG, on_delete=models.CASCADE, related_name="+")
+    topic = models.CharField(max_length=249)
+    ts = models.DateTimeField()
+    bytes = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["ts", "topic"]
+        indexes = [models.Index(fields=["organisation", "ts"], name="storage_org_ts")]
+
+
+class UsageRow(models.Model):
+    organisation = models.ForeignKey(ORG, on_delete=models.CASCADE, related_name="+")
+    granularity = models.CharField(max_length=8)  # hour | day
+    ts = models.DateTimeField()
+    service_account = models.CharField(max_length=200)  # "" for topic-level storage rows
+    topic = models.CharField(max_length=249)
+    bytes_in = models.BigIntegerField(default=0)
+    bytes_out = models.BigIntegerField(default=0)
+    records_in = models.BigIntegerField(default=0)
+    records_out = models.BigIntegerField(default=0)
+    requests = models.BigIntegerField(default=0)
+    throttle_ms = models.BigIntegerField(default=0)
+    storage_gb_hours = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["ts", "service_account", "topic"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organisation", "granularity", "service_account", "topic", "ts"],
+                name="uniq_usage_row",
+            )
+        ]
+        indexes = [models.Index(fields=["organisation", "granularity", "ts"], name="usage_org_ts")]
+
+
+class QuotaSuggestion(models.Model):
+    organisation = models.ForeignKey(ORG, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(JobRun, on_delete=models.SET_NULL, null=True, related_name="+")
+    service_account = models.CharField(max_length=200)
+    minutes = models.IntegerField()
+    p99_produce_bytes_per_sec = models.FloatField()
+    p99_fetch_bytes_per_sec = models.FloatField()
+    p99_requests_per_sec = models.FloatField()
+    produce_bytes_per_sec = models.BigIntegerField()
+    fetch_bytes_per_sec = models.BigIntegerField()
+    request_rate = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["service_account"]

@@ -1,0 +1,69 @@
+"""Reads of the reports; every one takes the organisation, so no query is unscoped."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from backend.analytics.models import (
+    JobRun,
+    LagRow,
+    QuotaSuggestion,
+    RetentionRow,
+    ThroughputRow,
+    UsageRow,
+)
+
+MAX_RUNS = 200
+
+
+def run_list(*, job: str | None = None, limit: int = 50) -> QuerySet[JobRun]:
+    """Recent runs (cluster-wide jobs; the API shows tenants the safe error summary only)."""
+    qs = JobRun.objects.all()
+    if job:
+        qs = qs.filter(job=job)
+    return qs[: min(limit, MAX_RUNS)]
+
+
+def lag_rows(*, organisation, group: str | None = None, hours: float = 24) -> QuerySet[LagRow]:
+    since = timezone.now() - timedelta(hours=hours)
+    qs = LagRow.objects.filter(organisation=organisation, kind="sample", ts__gte=since)
+    if group:
+        qs = qs.filter(group_id=group)
+    return qs.order_by("ts", "group_id", "topic", "partition")
+
+
+def lag_current(*, organisation, group: str | None = None) -> QuerySet[LagRow]:
+    qs = LagRow.objects.filter(organisation=organisation, kind="now")
+    if group:
+        qs = qs.filter(group_id=group)
+    return qs.order_by("group_id", "topic", "partition")
+
+
+def throughput_rows(
+    *, organisation, topic: str | None = None, granularity: str = "minute", hours: float = 24
+) -> QuerySet[ThroughputRow]:
+    since = timezone.now() - timedelta(hours=hours)
+    qs = ThroughputRow.objects.filter(
+        organisation=organisation, granularity=granularity, ts__gte=since
+    )
+    if topic:
+        qs = qs.filter(topic=topic)
+    return qs.order_by("ts", "topic", "partition")
+
+
+def retention_rows(*, organisation) -> QuerySet[RetentionRow]:
+    return RetentionRow.objects.filter(organisation=organisation).order_by("topic", "partition")
+
+
+def usage_rows(*, organisation, granularity: str = "hour", days: float = 7) -> QuerySet[UsageRow]:
+    since = timezone.now() - timedelta(days=days)
+    return UsageRow.objects.filter(
+        organisation=organisation, granularity=granularity, ts__gte=since
+    ).order_by("ts", "service_account", "topic")
+
+
+def quota_suggestions(*, organisation) -> QuerySet[QuotaSuggestion]:
+    return QuotaSuggestion.objects.filter(organisation=organisation).order_by("service_account")

@@ -1,0 +1,284 @@
+"""Writes of the analytics app: queue a run, execute it (the Celery task calls this), store
+each job's rows. Rows name organisations by id (the brokers' tenant); rows of organisations
+that no longer exist are dropped."""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+import uuid
+
+from django.db import transaction
+from django.utils import timezone
+
+from backend.analytics import runner
+from backend.analytics.models import (
+    JOBS,
+    JobRun,
+    LagRow,
+    QuotaSuggestion,
+    RetentionRow,
+    StorageSample,
+    ThroughputRow,
+    UsageRow,
+)
+from backend.audit.services import audit_record
+from backend.core.context import RequestContext
+from backend.core.exceptions import InvalidRequest
+
+logger = logging.getLogger("sluice.analytics")
+
+
+def _enqueue(run: JobRun) -> None:
+    from backend.analytics.tasks import execute_run
+
+    transaction.on_commit(lambda: execute_run.delay(str(run.id)))
+
+
+@transaction.atomic
+def run_request(
+    *, job: str, ctx: RequestContext | None = None, trigger: str = "manual", enqueue: bool = True
+) -> JobRun:
+    """Queue a run of ``job`` now. A run of it already queued is returned instead (a click
+    twice, or many tenants asking at once, queue one run); 202 either way."""
+    if job not in JOBS:
+        raise InvalidRequest(f"unknown job {job!r}", {"job": [f"one of {', '.join(JOBS)}"]})
+    existing = JobRun.objects.select_for_update().filter(job=job, status="queued").first()
+    if existing is not None:
+        return existing
+    run = JobRun.objects.create(
+        job=job, trigger=trigger, requested_by=ctx.actor_label if ctx else "schedule"
+    )
+    if ctx is not None and ctx.organisation is not None:
+        audit_record(
+            ctx=ctx,
+            action="report_run.request",
+            object_type="report_run",
+            object_id=run.id,
+            after={"job": job, "trigger": trigger},
+        )
+    if enqueue:
+        _enqueue(run)
+    return run
+
+
+def run_execute(run_id: str | uuid.UUID) -> JobRun:
+    """Run a queued job: status, timing and errors recorded whatever happens."""
+    with transaction.atomic():
+        run = JobRun.objects.select_for_update().get(pk=run_id)
+        if run.status != "queued":
+            return run
+        run.status = "running"
+        run.started_at = timezone.now()
+        run.save(update_fields=["status", "started_at"])
+    started = time.monotonic()
+    try:
+        results = runner.run_job(run.job)
+        with transaction.atomic():
+            written = STORE[run.job](run, results or {})
+        run.status, run.rows_written = "succeeded", written
+    except Exception as e:  # every failure is recorded on the run, then logged
+        logger.exception("analytics run %s (%s) failed", run.id, run.job)
+        run.status = "failed"
+        run.error = "".join(traceback.format_exception_only(e)).strip()[-4000:]
+        run.error_summary = (
+            f"the {run.job} job failed ({type(e).__name__}); operators find the details in the "
+            f"control plane's log under run {run.id}"
+        )
+    run.finished_at = timezone.now()
+    run.duration_s = round(time.monotonic() - started, 3)
+    run.save()
+    return run
+
+
+# --- storing results ------------------------------------------------------------------------
+
+
+def _orgs(rows, key: str = "tenant") -> dict[str, object]:
+    from backend.tenancy.models import Organisation
+
+    ids = set()
+    for r in rows:
+        try:
+            ids.add(uuid.UUID(str(r.get(key))))
+        except ValueError:
+            continue
+    return {str(o.id): o for o in Organisation.objects.filter(id__in=ids)}
+
+
+def _upsert(model, objs, unique: list[str], update: list[str]) -> int:
+    if not objs:
+        return 0
+    model.objects.bulk_create(
+        objs, batch_size=500, update_conflicts=True, unique_fields=unique, update_fields=update
+    )
+    return len(objs)
+
+
+def store_lag(run: JobRun, results: dict) -> int:
+    history, status = results.get("history", []), results.get("status", [])
+    orgs = _orgs(history + status)
+    objs = []
+    for kind, rows in (("sample", history), ("now", status)):
+        for r in rows:
+            org = orgs.get(r["tenant"])
+            if org is None:
+                continue
+            objs.append(
+                LagRow(
+                    organisation=org,
+                    run=run,
+                    kind=kind,
+                    ts=runner.utc(r["ts_ms"] if kind == "sample" else r["sampled_ms"]),
+                    group_id=r["group"],
+                    topic=r["topic"],
+                    partition=r["partition"],
+                    committed_offset=r["committed_offset"],
+                    log_end_offset=r["log_end_offset"],
+                    offset_lag=r["offset_lag"],
+                    time_lag_ms=r["time_lag_ms"],
+                    status=r["status"],
+                    catch_up_s=r.get("catch_up_s"),
+                    retention_risk=r.get("retention_risk"),
+                )
+            )
+    if status:
+        LagRow.objects.filter(kind="now", organisation__in=list(orgs.values())).delete()
+    return _upsert(
+        LagRow,
+        objs,
+        ["organisation", "kind", "group_id", "topic", "partition", "ts"],
+        [
+            "run",
+            "committed_offset",
+            "log_end_offset",
+            "offset_lag",
+            "time_lag_ms",
+            "status",
+            "catch_up_s",
+            "retention_risk",
+        ],
+    )
+
+
+def store_throughput(run: JobRun, results: dict) -> int:
+    n = 0
+    for granularity in ("minute", "hour"):
+        rows = results.get(granularity, [])
+        orgs = _orgs(rows)
+        objs = [
+            ThroughputRow(
+                organisation=orgs[r["tenant"]],
+                granularity=granularity,
+                ts=runner.utc(r["ts"]),
+                topic=r["topic"],
+                partition=r["partition"],
+                records=r["records"],
+                bytes=r["bytes"],
+            )
+            for r in rows
+            if r["tenant"] in orgs
+        ]
+        n += _upsert(
+            ThroughputRow,
+            objs,
+            ["organisation", "granularity", "topic", "partition", "ts"],
+            ["records", "bytes"],
+        )
+    return n
+
+
+def store_retention(run: JobRun, results: dict) -> int:
+    rows = results.get("partitions", [])
+    storage = results.get("storage", [])
+    orgs = _orgs(rows + storage)
+    RetentionRow.objects.filter(organisation__in=list(orgs.values())).delete()
+    objs = [
+        RetentionRow(
+            organisation=orgs[r["tenant"]],
+            run=run,
+            topic=r["topic"],
+            partition=r["partition"],
+            bytes=r["bytes"],
+            segments=r["segments"],
+            oldest_ts=runner.utc(r["oldest_ts"]) if r.get("oldest_ts") else None,
+            **{
+                f"delete_{h}h_{u}": r[f"delete_{h}h_{u}"]
+                for h in (1, 6, 24)
+                for u in ("bytes", "records")
+            },
+        )
+        for r in rows
+        if r["tenant"] in orgs
+    ]
+    RetentionRow.objects.bulk_create(objs, batch_size=500)
+    samples = [
+        StorageSample(
+            organisation=orgs[r["tenant"]],
+            topic=r["topic"],
+            ts=runner.utc(r["ts"]),
+            bytes=r["bytes"],
+        )
+        for r in storage
+        if r["tenant"] in orgs
+    ]
+    StorageSample.objects.bulk_create(samples, batch_size=500)
+    return len(objs) + len(samples)
+
+
+USAGE_SUMS = ("bytes_in", "bytes_out", "records_in", "records_out", "requests", "throttle_ms")
+
+
+def store_usage(run: JobRun, results: dict) -> int:
+    n = 0
+    for granularity in ("hour", "day"):
+        rows = results.get(granularity, [])
+        orgs = _orgs(rows)
+        objs = [
+            UsageRow(
+                organisation=orgs[r["tenant"]],
+                granularity=granularity,
+                ts=runner.utc(r["ts"]),
+                service_account=r["service_account"],
+                topic=r["topic"],
+                storage_gb_hours=r["storage_gb_hours"] or 0.0,
+                **{k: r[k] or 0 for k in USAGE_SUMS},
+            )
+            for r in rows
+            if r["tenant"] in orgs
+        ]
+        n += _upsert(
+            UsageRow,
+            objs,
+            ["organisation", "granularity", "service_account", "topic", "ts"],
+            [*USAGE_SUMS, "storage_gb_hours"],
+        )
+    quotas = results.get("quotas", [])
+    orgs = _orgs(quotas)
+    QuotaSuggestion.objects.filter(organisation__in=list(orgs.values())).delete()
+    fields = [
+        f.name
+        for f in QuotaSuggestion._meta.fields
+        if f.name not in ("id", "organisation", "run", "service_account")
+    ]
+    objs = [
+        QuotaSuggestion(
+            organisation=orgs[r["tenant"]],
+            run=run,
+            service_account=r["service_account"],
+            **{f: r[f] for f in fields},
+        )
+        for r in quotas
+        if r["tenant"] in orgs
+    ]
+    QuotaSuggestion.objects.bulk_create(objs)
+    return n + len(objs)
+
+
+STORE = {
+    "lag": store_lag,
+    "throughput": store_throughput,
+    "retention": store_retention,
+    "usage": store_usage,
+}

@@ -1,0 +1,11 @@
+from django.urls import path
+
+from backend.analytics import apis
+
+urlpatterns = [
+    path("reports/runs/", apis.RunListApi.as_view(), name="report-runs"),
+    path("reports/lag/", apis.LagReportApi.as_view(), name="report-lag"),
+    path("reports/throughput/", apis.ThroughputReportApi.as_view(), name="report-throughput"),
+    path("reports/retention/", apis.RetentionReportApi.as_view(), name="report-retention"),
+    path("reports/usage/", apis.UsageReportApi.as_view(), name="report-usage"),
+]

@@ -1,0 +1,61 @@
+"""The Celery app: workers run the analytics jobs, beat schedules them (docs/analytics.md).
+
+Settings come from Django's (``CELERY_*``): the embedded ``filesystem://`` transport under
+``var/celery`` by default (no server; ``make up``), Redis in production (``REDIS_URL``). The
+beat schedule is ``SLUICE_ANALYTICS_SCHEDULE`` (``job=seconds,...``).
+
+    DJANGO_SETTINGS_MODULE=backend.settings.local celery -A backend worker --pool solo
+    DJANGO_SETTINGS_MODULE=backend.settings.local celery -A backend beat
+
+(``--pool solo``: one job at a time in the worker process, which owns the Spark session.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from celery import Celery
+from celery.signals import beat_init, worker_init
+
+app = Celery("sluice")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks(["backend.analytics"])
+
+
+def parse_schedule(spec: str) -> dict[str, float]:
+    """``"lag=300,usage=3600"`` -> ``{"lag": 300.0, "usage": 3600.0}``; refuses junk."""
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in (spec or "").split(","))):
+        job, sep, seconds = part.partition("=")
+        if not sep or float(seconds) <= 0:
+            raise ValueError(f"SLUICE_ANALYTICS_SCHEDULE: {part!r} is not job=seconds")
+        out[job.strip()] = float(seconds)
+    return out
+
+
+@app.on_after_finalize.connect
+def _schedule(sender, **kwargs) -> None:
+    from django.conf import settings
+
+    from backend.analytics.models import JOBS
+
+    for job, seconds in parse_schedule(settings.SLUICE_ANALYTICS_SCHEDULE).items():
+        if job not in JOBS:
+            raise ValueError(f"SLUICE_ANALYTICS_SCHEDULE: unknown job {job!r} (jobs: {JOBS})")
+        sender.add_periodic_task(
+            seconds, sender.signature("analytics.scheduled_run", args=(job,)), name=f"run {job}"
+        )
+
+
+def _filesystem_dirs(**kwargs) -> None:
+    """The filesystem transport needs its folders before the first message."""
+    from django.conf import settings
+
+    for key in ("data_folder_in", "data_folder_out", "processed_folder"):
+        folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(key)
+        if folder:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+
+
+worker_init.connect(_filesystem_dirs)
+beat_init.connect(_filesystem_dirs)

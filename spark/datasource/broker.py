@@ -1,0 +1,263 @@
+"""A small blocking client for the broker's fetch API, for Spark executors.
+
+Executors run plain Python (no event loop), read one offset range each and stop, so this is
+``http.client`` with one keep-alive connection per broker rather than the async SDK. Every
+failure becomes ``BrokerReadError`` with the broker's ``error_code`` when it answered one.
+Credentials: ``Authorization: Bearer <api key>`` (docs/data-plane-api.md), or the operators'
+``Cluster <secret>`` (read-only, every tenant; see ``brokernodes.server.operator``).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import quote, urlsplit
+
+from brokernodes.records.batch import DecodedRecord, decode_batches
+
+DEFAULT_FETCH_BYTES = 4 * 1024 * 1024
+USER_AGENT = "sluice-spark/0.1"
+
+
+class BrokerReadError(Exception):
+    """The broker refused or failed a request; ``error_code`` is its stable code."""
+
+    def __init__(self, message: str, error_code: str = "UNKNOWN", body: dict | None = None):
+        super().__init__(message)
+        self.error_code = error_code
+        self.body = body or {}
+
+
+@dataclass(frozen=True)
+class PartitionMeta:
+    topic: str
+    partition: int
+    leader: int
+    leader_url: str | None
+
+
+class BrokerConnection:
+    """One keep-alive HTTP/1.1 connection to one broker."""
+
+    def __init__(self, url: str, authorization: str, *, timeout_s: float = 30.0) -> None:
+        parts = urlsplit(url if "://" in url else "http://" + url)
+        if parts.scheme not in ("http", "https"):
+            raise ValueError(f"broker URL {url!r} must be http:// or https://")
+        self.url = f"{parts.scheme}://{parts.netloc}"
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname or "127.0.0.1"
+        self._port = parts.port or (443 if self._https else 80)
+        self._timeout = timeout_s
+        self._headers = {"Authorization": authorization, "User-Agent": USER_AGENT}
+        self._conn: http.client.HTTPConnection | None = None
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            self._conn = cls(self._host, self._port, timeout=self._timeout)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def get(self, path: str) -> tuple[int, dict[str, str], bytes]:
+        """GET with one reconnect on a dropped keep-alive connection."""
+        for attempt in (0, 1):
+            conn = self._connection()
+            try:
+                conn.request("GET", path, headers=self._headers)
+                resp = conn.getresponse()
+                return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+            except (http.client.HTTPException, OSError) as e:
+                self.close()
+                if attempt:
+                    raise BrokerReadError(
+                        f"broker {self.url} did not answer GET {path.split('?')[0]}: {e}; "
+                        "check that it runs and is reachable from the Spark executors",
+                        "BROKER_UNREACHABLE",
+                    ) from e
+        raise AssertionError("unreachable")
+
+    def get_json(self, path: str) -> dict:
+        status, _, body = self.get(path)
+        doc = _json(body)
+        if status != 200:
+            raise _error(self.url, path, status, doc)
+        return doc
+
+
+def _json(body: bytes) -> dict:
+    try:
+        doc = json.loads(body) if body else {}
+    except ValueError:
+        return {"message": body[:200].decode(errors="replace")}
+    return doc if isinstance(doc, dict) else {"value": doc}
+
+
+def _error(url: str, path: str, status: int, doc: dict) -> BrokerReadError:
+    code = str(doc.get("error_code") or f"HTTP_{status}")
+    msg = doc.get("message") or f"HTTP {status}"
+    return BrokerReadError(f"{url} GET {path.split('?')[0]}: {code}: {msg}", code, doc)
+
+
+def _path(topic: str, partition: int, tail: str) -> str:
+    return f"/sluice/v1/topics/{quote(topic, safe='')}/partitions/{partition}/{tail}"
+
+
+class BrokerClient:
+    """Metadata, list offsets and binary fetch against a cluster (connections by URL)."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        api_key: str | None = None,
+        *,
+        cluster_secret: str | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.bootstrap = [u.strip() for u in bootstrap.split(",") if u.strip()]
+        if not self.bootstrap:
+            raise ValueError("option 'bootstrap' needs at least one broker URL")
+        if bool(api_key) == bool(cluster_secret):
+            raise ValueError("give exactly one of an API key and the cluster secret")
+        self._auth = f"Bearer {api_key}" if api_key else f"Cluster {cluster_secret}"
+        self._timeout = timeout_s
+        self._conns: dict[str, BrokerConnection] = {}
+
+    def conn(self, url: str) -> BrokerConnection:
+        c = self._conns.get(url)
+        if c is None:
+            c = self._conns[url] = BrokerConnection(url, self._auth, timeout_s=self._timeout)
+        return c
+
+    def close(self) -> None:
+        for c in self._conns.values():
+            c.close()
+        self._conns.clear()
+
+    def metadata(self) -> dict:
+        """``GET /sluice/v1/metadata`` from the first bootstrap broker that answers."""
+        last: Exception | None = None
+        for url in self.bootstrap:
+            try:
+                return self.conn(url).get_json("/sluice/v1/metadata")
+            except BrokerReadError as e:
+                if e.error_code != "BROKER_UNREACHABLE":
+                    raise
+                last = e
+        raise BrokerReadError(f"no bootstrap broker answered: {last}", "BROKER_UNREACHABLE")
+
+    def partitions(self, topic: str) -> list[PartitionMeta]:
+        doc = self.metadata()
+        urls = {int(b["id"]): b["url"] for b in doc.get("brokers", [])}
+        for t in doc.get("topics", []):
+            if t["name"] == topic:
+                return [
+                    PartitionMeta(
+                        topic, int(p["partition"]), int(p["leader"]), urls.get(int(p["leader"]))
+                    )
+                    for p in sorted(t["partitions"], key=lambda p: int(p["partition"]))
+                ]
+        raise BrokerReadError(
+            f"topic {topic!r} is not in the cluster metadata this key can see",
+            "UNKNOWN_TOPIC_OR_PARTITION",
+        )
+
+    def _leader_url(self, meta: PartitionMeta) -> str:
+        if not meta.leader_url:
+            raise BrokerReadError(
+                f"{meta.topic}-{meta.partition} has no leader right now", "LEADER_NOT_AVAILABLE"
+            )
+        return meta.leader_url
+
+    def list_offset(self, meta: PartitionMeta, spec: str | int) -> int:
+        """Kafka's ListOffsets: ``earliest``, ``latest`` or an epoch-ms timestamp."""
+        path = _path(meta.topic, meta.partition, f"offsets?timestamp={spec}")
+        return int(self.conn(self._leader_url(meta)).get_json(path)["offset"])
+
+    def fetch(
+        self, meta: PartitionMeta, offset: int, max_bytes: int = DEFAULT_FETCH_BYTES
+    ) -> tuple[bytes, dict[str, str]]:
+        """Raw batches from ``offset`` (whole batches) and the response headers."""
+        path = _path(meta.topic, meta.partition, f"batches?offset={offset}&max_bytes={max_bytes}")
+        url = self._leader_url(meta)
+        status, headers, body = self.conn(url).get(path)
+        if status != 200:
+            raise _error(url, path, status, _json(body))
+        return body, headers
+
+
+def read_range(
+    client: BrokerClient,
+    meta: PartitionMeta,
+    start: int,
+    end: int,
+    *,
+    max_bytes: int = DEFAULT_FETCH_BYTES,
+    fail_on_data_loss: bool = True,
+    refresh_leader=None,
+    max_empty_polls: int = 20,
+) -> Iterator[tuple[DecodedRecord, int]]:
+    """Every record with ``start <= offset < end`` as ``(record, timestamp_type)``.
+
+    Control batches are skipped (never user data); compacted gaps are crossed. When
+    retention removed ``start`` the read fails (``fail_on_data_loss``) or resumes at the log
+    start offset. ``NOT_LEADER_OR_FOLLOWER`` asks ``refresh_leader()`` for new metadata, a
+    bounded number of times.
+    """
+    offset = start
+    empty = 0
+    leader_moves = 0
+    while offset < end:
+        try:
+            body, headers = client.fetch(meta, offset, max_bytes)
+        except BrokerReadError as e:
+            if e.error_code == "OFFSET_OUT_OF_RANGE" and not fail_on_data_loss:
+                log_start = int(e.body.get("log_start_offset", offset))
+                if log_start > offset:
+                    offset = log_start
+                    continue
+            if e.error_code in ("NOT_LEADER_OR_FOLLOWER", "BROKER_UNREACHABLE") and (
+                refresh_leader is not None and leader_moves < 5
+            ):
+                leader_moves += 1
+                time.sleep(0.2 * leader_moves)
+                meta = refresh_leader(meta)
+                continue
+            if e.error_code == "OFFSET_OUT_OF_RANGE":
+                raise BrokerReadError(
+                    f"{meta.topic}-{meta.partition}: offset {offset} is no longer in the log "
+                    "(retention deleted it); set failOnDataLoss=false to skip to the log start",
+                    e.error_code,
+                    e.body,
+                ) from e
+            raise
+        if not body:
+            # below the high watermark when planned, so the leader changed or truncated
+            empty += 1
+            hw = int(headers.get("sluice-high-watermark", "-1"))
+            if hw >= 0 and hw <= offset and empty >= max_empty_polls:
+                raise BrokerReadError(
+                    f"{meta.topic}-{meta.partition}: the high watermark {hw} is below the "
+                    f"planned end offset {end}; the log was truncated (unclean election?)",
+                    "OFFSET_OUT_OF_RANGE",
+                )
+            time.sleep(0.05)
+            continue
+        empty = 0
+        for batch in decode_batches(body):
+            h = batch.header
+            nxt = h.next_offset
+            if not h.is_control:
+                tstype = h.timestamp_type
+                for r in batch.records:
+                    if offset <= r.offset < end:
+                        yield r, tstype
+            offset = max(offset, nxt)
+            if offset >= end:
+                return

@@ -1,0 +1,88 @@
+"""What every job shares: where to read (``Source``), which topics (``TopicRef``), and the
+readers that turn them into DataFrames with ``tenant`` and the report's topic name."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark.datasource.broker import BrokerClient
+
+
+@dataclass(frozen=True)
+class TopicRef:
+    """A topic as the credential addresses it (``name``: the topic id for the operator
+    credential), whose tenant it is and the name reports show (``label``)."""
+
+    name: str
+    tenant: str = ""
+    label: str | None = None
+
+    @property
+    def shown(self) -> str:
+        return self.label or self.name
+
+
+@dataclass(frozen=True)
+class Source:
+    bootstrap: str
+    api_key: str | None = None
+    cluster_secret: str | None = None
+    max_records_per_partition: int = 1_000_000
+    extra: dict = field(default_factory=dict)
+
+    def options(self) -> dict[str, str]:
+        o = {
+            "bootstrap": self.bootstrap,
+            "maxRecordsPerPartition": str(self.max_records_per_partition),
+        }
+        if self.api_key:
+            o["apiKey"] = self.api_key
+        if self.cluster_secret:
+            o["clusterSecret"] = self.cluster_secret
+        o.update({k: str(v) for k, v in self.extra.items()})
+        return o
+
+    def client(self) -> BrokerClient:
+        return BrokerClient(self.bootstrap, self.api_key, cluster_secret=self.cluster_secret)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def read_topic(
+    spark, source: Source, ref: TopicRef, *, since_ms: int | None = None, decode: str | None = None
+) -> DataFrame:
+    """One topic through ``format("sluice")``; ``topic`` is the report name, ``tenant`` set."""
+    r = spark.read.format("sluice").options(**source.options()).option("topic", ref.name)
+    r = r.option("tenant", ref.tenant)
+    if since_ms is not None:
+        r = r.option("startingTimestamp", str(since_ms))
+    if decode:
+        r = r.option("decode", decode)
+    df = r.load()
+    if "topic" in df.columns and decode in (None, "raw"):
+        df = df.withColumn("topic", F.lit(ref.shown))
+    return df.withColumn("tenant", F.coalesce(F.col("tenant"), F.lit(ref.tenant)))
+
+
+def read_topics(spark, source: Source, refs, **kw) -> DataFrame | None:
+    dfs = [read_topic(spark, source, ref, **kw) for ref in refs]
+    if not dfs:
+        return None
+    out = dfs[0]
+    for df in dfs[1:]:
+        out = out.unionByName(df)
+    return out
+
+
+def rows(df: DataFrame) -> list[dict]:
+    """Collected rows as dicts (timestamps as aware UTC datetimes are left to the caller)."""
+    return [r.asDict(recursive=True) for r in df.collect()]
+
+
+def ms(dt: datetime) -> int:
+    return int(dt.timestamp() * 1000)

@@ -1,0 +1,39 @@
+"""The throughput job: records and bytes per topic and partition per minute and hour, peaks
+and skew."""
+
+from __future__ import annotations
+
+from spark.jobs.common import Source, TopicRef, read_topics, rows
+from spark.transforms import throughput
+
+
+def run(
+    spark,
+    source: Source,
+    topics: list[TopicRef],
+    *,
+    since_ms: int | None = None,
+    hot_factor: float = throughput.HOT_FACTOR,
+) -> dict[str, list[dict]]:
+    records = read_topics(spark, source, topics, since_ms=since_ms)
+    if records is None:
+        return {"minute": [], "hour": [], "peaks": [], "skew": []}
+    records = records.cache()
+    minute = throughput.per_partition(records, "minute").cache()
+    hour = throughput.per_partition(records, "hour")
+    client = source.client()
+    try:
+        counts = [(t.tenant, t.shown, len(client.partitions(t.name))) for t in topics]
+    finally:
+        client.close()
+    partitions = spark.createDataFrame(counts, "tenant string, topic string, partitions int")
+    keys = ["tenant", "topic", "ts"]
+    out = {
+        "minute": rows(minute.orderBy(*keys, "partition")),
+        "hour": rows(hour.orderBy(*keys, "partition")),
+        "peaks": rows(throughput.peaks(minute).orderBy("tenant", "topic")),
+        "skew": rows(throughput.skew(hour, partitions, hot_factor=hot_factor).orderBy(*keys)),
+    }
+    minute.unpersist()
+    records.unpersist()
+    return out

@@ -1,0 +1,98 @@
+"""Throughput: records and bytes per topic and partition per minute or hour (by record
+timestamp), peaks, and skew across partitions (hot partitions). Pure transforms.
+
+``records``: ``tenant, topic, partition, offset, timestamp, key, value`` (+ ``headers``).
+Bytes are payload bytes: key + value + header names and values, what a producer sent, not the
+batch framing (the source decodes records; batch sizes are in the retention report).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+GRANULARITIES = {"minute": "1 minute", "hour": "1 hour", "day": "1 day"}
+HOT_FACTOR = 2.0
+
+
+def payload_bytes(records: DataFrame) -> DataFrame:
+    """``records`` plus ``bytes`` (key + value + headers)."""
+    size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
+    if "headers" in records.columns:
+        hdr = F.aggregate(
+            F.coalesce(F.col("headers"), F.array()),
+            F.lit(0),
+            lambda acc, h: (
+                acc
+                + F.coalesce(F.length(h["key"].cast("binary")), F.lit(0))
+                + F.coalesce(F.length(h["value"]), F.lit(0))
+            ),
+        )
+        size = size + hdr
+    return records.withColumn("bytes", size.cast("long"))
+
+
+def per_partition(records: DataFrame, granularity: str = "minute") -> DataFrame:
+    """``tenant, topic, partition, ts, records, bytes``: one row per period with records."""
+    period = GRANULARITIES[granularity]
+    return (
+        payload_bytes(records)
+        .groupBy("tenant", "topic", "partition", F.window("timestamp", period).alias("w"))
+        .agg(F.count(F.lit(1)).alias("records"), F.sum("bytes").alias("bytes"))
+        .select("tenant", "topic", "partition", F.col("w.start").alias("ts"), "records", "bytes")
+    )
+
+
+def per_topic(partition_rates: DataFrame) -> DataFrame:
+    """``tenant, topic, ts, records, bytes, partitions``: summed over partitions."""
+    return partition_rates.groupBy("tenant", "topic", "ts").agg(
+        F.sum("records").alias("records"),
+        F.sum("bytes").alias("bytes"),
+        F.count(F.lit(1)).alias("partitions"),
+    )
+
+
+def peaks(partition_rates: DataFrame) -> DataFrame:
+    """``tenant, topic, peak_ts, peak_records, peak_bytes, mean_records``: the busiest period
+    of each topic (by records; earliest on ties) and its mean over periods with traffic."""
+    t = per_topic(partition_rates)
+    return t.groupBy("tenant", "topic").agg(
+        F.min_by("ts", F.struct(-F.col("records"), F.col("ts"))).alias("peak_ts"),
+        F.max("records").alias("peak_records"),
+        F.max("bytes").alias("peak_bytes"),
+        F.avg("records").alias("mean_records"),
+    )
+
+
+def skew(
+    partition_rates: DataFrame, partitions: DataFrame, *, hot_factor: float = HOT_FACTOR
+) -> DataFrame:
+    """Per topic and period: ``max_share`` (the busiest partition's share of the records),
+    ``skew`` (busiest / fair share = max_share x partition count; 1 is perfectly even) and
+    ``hot_partition`` (the busiest one when its skew reaches ``hot_factor``, else null).
+
+    ``partitions``: ``tenant, topic, partitions`` (the partition count, so idle partitions
+    count toward the fair share)."""
+    totals = per_topic(partition_rates).select(
+        "tenant", "topic", "ts", F.col("records").alias("total")
+    )
+    w = Window.partitionBy("tenant", "topic", "ts").orderBy(F.desc("records"), "partition")
+    top = (
+        partition_rates.withColumn("rn", F.row_number().over(w))
+        .where("rn = 1")
+        .join(totals, ["tenant", "topic", "ts"])
+        .join(
+            partitions.select("tenant", "topic", F.col("partitions").alias("n")),
+            ["tenant", "topic"],
+        )
+    )
+    share = F.col("records") / F.col("total")
+    return top.select(
+        "tenant",
+        "topic",
+        "ts",
+        F.col("partition").alias("busiest_partition"),
+        share.alias("max_share"),
+        (share * F.col("n")).alias("skew"),
+        F.when(share * F.col("n") >= hot_factor, F.col("partition")).alias("hot_partition"),
+    )
