@@ -10,7 +10,7 @@ QUICK ?=
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup up test lint fmt unit bench clean
+.PHONY: setup up test lint fmt unit bench clean faults console-setup
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c "import sys; assert sys.version_info[:2] == (3, 11), sys.version" || { echo "Sluice needs Python 3.11 (python3.11 on PATH)"; exit 1; }
@@ -37,9 +37,24 @@ fmt: setup
 unit: setup
 	$(VENV)/bin/pytest tests/unit
 
+## The web console's tools: npm packages (npm ci when the lock file changed) and, for the browser
+## tests, Chromium from apt when /usr/bin/chromium is missing (never a downloaded browser).
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo -n)
+console-setup:
+	@command -v npm >/dev/null || { echo "The console needs Node >= 20.19 with npm on PATH"; exit 1; }
+	@test node_modules/.package-lock.json -nt package-lock.json || npm ci --no-audit --no-fund
+	@test -x /usr/bin/chromium || { echo "Installing Chromium with apt for the browser tests..."; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	  chromium chromium-driver >/dev/null; }
+
 ## The whole suite: lint, import contracts, then every test.
-test: lint
+test: lint console-setup
 	$(VENV)/bin/pytest
+
+## The fault-injection suite at full length (`make test` runs it shortened); results in
+## bench/results/faults.json.
+faults: setup
+	SLUICE_FAULTS_LONG=1 $(VENV)/bin/pytest tests/faults -s
 
 ## Benchmarks: `make bench` (all) or `make bench BENCH=storage [QUICK=1]`.
 bench: setup
@@ -47,3 +62,4 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache .hypothesis .import_linter_cache
+	rm -rf node_modules frontend/dist test-artifacts

@@ -2,9 +2,10 @@
 (auth/csrf, auth/login); the tests walk this configuration and fail on any route they do not
 know, so a new route cannot skip the tenant checks."""
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from backend.console import spa
 from backend.core import apis as core_apis
 
 api_v1 = [
@@ -14,6 +15,10 @@ api_v1 = [
     path("", include("backend.acls.urls")),
     path("", include("backend.quotas.urls")),
     path("", include("backend.audit.urls")),
+    path("", include("backend.groups.urls")),
+    path("", include("backend.analytics.urls")),
+    path("", include("backend.cluster.tenant_urls")),
+    path("", include("backend.console.urls")),
 ]
 
 urlpatterns = [
@@ -23,6 +28,8 @@ urlpatterns = [
     path("internal/v1/", include("backend.cluster.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    # the console (a single-page app): every other path that is not an API is its route
+    re_path(r"^(?!api/|internal/|ws/|static/|assets/).*$", spa.index, name="console"),
 ]
 
 handler404 = "backend.core.exceptions.json_404"

@@ -3,6 +3,7 @@
     sluice topics list|describe TOPIC
     sluice topics create|alter|add-partitions|delete TOPIC   (control plane)
     sluice acls list|create|delete                           (control plane)
+    sluice groups list|describe|reset-offsets|delete GROUP
     sluice produce TOPIC            lines from stdin
     sluice consume TOPIC            records to stdout
     sluice bench produce|consume|e2e TOPIC
@@ -35,6 +36,7 @@ from brokernodes.cli_admin import (
     cmd_acls,
     run_topic_admin,
 )
+from brokernodes.cli_groups import add_groups_command, cmd_groups
 from brokernodes.client.admin import AsyncAdmin
 from brokernodes.client.consumer import AsyncConsumer, Consumer, TopicPartition
 from brokernodes.client.metadata import ClusterMetadata
@@ -112,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     describe.add_argument("--format", choices=("text", "json"), default="text")
     add_topic_admin_actions(topic_commands)
     add_acls_command(commands)
+    add_groups_command(commands)
 
     produce = commands.add_parser(
         "produce",
@@ -240,6 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_topics(args)
         if args.command == "acls":
             return cmd_acls(args)
+        if args.command == "groups":
+            return cmd_groups(args)
         if args.command == "produce":
             return cmd_produce(args)
         if args.command == "consume":

@@ -1,10 +1,12 @@
 """Run the whole service on one machine, on the embedded defaults (``make up``).
 
 Starts, in order: ``migrate``; ``seed_demo --json`` (the demo organisation, owner and a new API
-key); the Django control plane (``manage.py runserver --noreload``, threaded: a development
-server, fine for one machine); ``--brokers`` broker processes (``python -m brokernodes
---control-plane URL --broker-id N``) with data under ``<var>/brokers/N``; then creates the demo
-topic through the REST API, waits until its leader broker knows it, and prints the API URL,
+key); builds the web console when its sources changed (``npm ci`` + ``vite build`` into
+``frontend/dist``; skipped when up to date or with ``--no-console-build``); the Django control
+plane under Daphne (ASGI: the REST API, the console and its WebSockets); ``--brokers``
+broker processes (``python -m brokernodes --control-plane URL --broker-id N``) with data
+under ``<var>/brokers/N``, beside one controller (``manage.py run_controller``); then creates
+the demo topic through the REST API, waits until its leader broker knows it, and prints the API URL,
 the demo credentials and a curl line that produces and one that consumes.
 
 Ctrl-C (SIGINT) or SIGTERM stops everything: brokers first (SIGTERM, they flush their logs),
@@ -27,6 +29,7 @@ import json
 import os
 import secrets
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -140,14 +143,29 @@ class Runner:
         self.manage("migrate", "--noinput")
         demo = json.loads(self.manage("seed_demo", "--json").strip().splitlines()[-1])
         key = demo["api_key"]
-        self.spawn(
-            "control plane",
-            [self.python, "manage.py", "runserver", f"{a.host}:{a.port}", "--noreload"],
-            self.var / "logs" / "control-plane.log",
-        )
+        console = self.build_console() if a.console_build else "not rebuilt (--no-console-build)"
+        server = [self.python, "-m", "daphne", "--bind", a.host, "--port", str(a.port)]
+        server.append("backend.asgi:application")
+        if os.environ.get("SLUICE_CONTROL_PLANE_SERVER") == "runserver":  # no WebSockets
+            server = [self.python, "manage.py", "runserver", f"{a.host}:{a.port}", "--noreload"]
+        self.spawn("control plane", server, self.var / "logs" / "control-plane.log")
         self.wait_until(
             "the control plane", lambda: self.http("GET", f"{self.cp_url}/readyz")[0] == 200
         )
+        self.spawn(  # one controller (docs/controller.md): fencing, elections, rebalance
+            "controller",
+            [self.python, "manage.py", "run_controller", "--controller-id", "local"],
+            self.var / "logs" / "controller.log",
+        )
+        for name, cmd in (  # the analytics (docs/analytics.md): Celery worker and beat
+            ("analytics worker", ["worker", "--pool", "solo", "--loglevel", "INFO"]),
+            ("analytics beat", ["beat", "--schedule", str(self.var / "celerybeat-schedule")]),
+        ):
+            self.spawn(
+                name,
+                [self.python, "-m", "celery", "-A", "backend", *cmd],
+                self.var / "logs" / f"{name.replace(' ', '-')}.log",
+            )
         ports = [int(p) for p in a.broker_ports.split(",")][: a.brokers]
         if len(ports) < a.brokers:
             raise SystemExit(f"--broker-ports names {len(ports)} ports for {a.brokers} brokers")
@@ -221,6 +239,7 @@ class Runner:
         )
         state = {
             "api_url": f"{self.cp_url}/api/v1/",
+            "console_url": f"{self.cp_url}/",
             "docs_url": f"{self.cp_url}/api/docs/",
             "organisation": demo["organisation"],
             "username": demo["username"],
@@ -236,9 +255,9 @@ class Runner:
             "runner_pid": os.getpid(),
         }
         self.say()
-        self.say("Sluice is up (the control plane runs on Django's development server).")
+        self.say("Sluice is up.")
         self.say(f"  API:        {state['api_url']}  (docs: {state['docs_url']})")
-        self.say("  Console:    not built yet; use the API docs above")
+        self.say(f"  Console:    {state['console_url']}  (build: {console})")
         self.say(f"  Sign in:    {demo['username']} / {demo['password'] or '(unchanged)'}")
         self.say(f"  API key:    {key}   (shown once)")
         self.say(f"  Brokers:    {', '.join(state['brokers'])}")
@@ -254,6 +273,36 @@ class Runner:
                 json.dump(state, f)
             os.replace(tmp, a.state_file)
         return state
+
+    def build_console(self) -> str:
+        """Build frontend/dist when a source is newer than it (npm ci first when the lock file
+        is newer than node_modules). Without npm the control plane still runs; the console
+        page then says how to build it."""
+        front = ROOT / "frontend"
+        dist = front / "dist" / "index.html"
+        npm = shutil.which("npm")
+        if npm is None:
+            return "not built: npm is not installed"
+        sources = [ROOT / "package-lock.json", front / "package.json", front / "index.html"]
+        sources += [front / "vite.config.ts", *(front / "src").rglob("*")]
+        newest = max((p.stat().st_mtime for p in sources if p.is_file()), default=0)
+        if dist.exists() and dist.stat().st_mtime >= newest:
+            return "up to date"
+        installed = ROOT / "node_modules" / ".package-lock.json"
+        lock = ROOT / "package-lock.json"
+        if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
+            self.say("Installing the console's npm packages (npm ci)...")
+            self.run_quiet([npm, "ci", "--no-audit", "--no-fund"], "npm ci", timeout=600)
+        self.say("Building the console (vite build)...")
+        self.run_quiet([npm, "run", "build", "--workspace", "frontend"], "vite build", timeout=300)
+        return "built"
+
+    def run_quiet(self, argv: list[str], what: str, timeout: float) -> None:
+        done = subprocess.run(
+            argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=self.env
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"{what} failed:\n{(done.stdout + done.stderr)[-3000:]}")
 
     # --- stop --------------------------------------------------------------------------
 
@@ -290,6 +339,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--partitions", type=int, default=3)
     p.add_argument("--state-file", default=None, help="write a JSON status file once ready")
     p.add_argument("--python", default=sys.executable)
+    p.add_argument(
+        "--no-console-build",
+        dest="console_build",
+        action="store_false",
+        help="do not build the web console even when its sources changed",
+    )
     return p.parse_args(argv)
 
 

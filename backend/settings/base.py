@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import dj_database_url
@@ -30,10 +31,16 @@ INSTALLED_APPS = [
     "backend.quotas",
     "backend.audit",
     "backend.cluster",
+    "backend.groups",
+    "backend.analytics",
+    "channels",
+    "backend.console",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "backend.console.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -44,6 +51,9 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "backend.urls"
 WSGI_APPLICATION = "backend.wsgi.application"
+ASGI_APPLICATION = "backend.asgi.application"
+# The live tail needs no cross-process messages; Redis (channels-redis) when it does.
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 TEMPLATES = [
     {
@@ -69,9 +79,14 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Writers take the write lock when their transaction begins, so concurrent writes (the
     # metadata log serialises on one row) wait for each other instead of failing to upgrade
-    # a read lock ("database is locked").
+    # a read lock ("database is locked"). WAL lets readers (the brokers' metadata long polls,
+    # the console) run beside the one writer instead of waiting for it.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"transaction_mode": "IMMEDIATE", "timeout": 20}
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
     )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -81,6 +96,13 @@ USE_I18N = False
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# The built console (docs/console.md): WhiteNoise serves frontend/dist at /, hashed assets
+# cached for a year; backend.console.spa answers index.html for the console's routes.
+SLUICE_CONSOLE_DIST = Path(os.environ.get("SLUICE_CONSOLE_DIST", BASE_DIR / "frontend" / "dist"))
+WHITENOISE_ROOT = SLUICE_CONSOLE_DIST if SLUICE_CONSOLE_DIST.is_dir() else None
+WHITENOISE_IMMUTABLE_FILE_TEST = r"^/?assets/.+-[A-Za-z0-9_-]{8,}\.\w+$"
+# STATIC_ROOT is empty unless collectstatic ran (the API needs no static files): not a warning
+warnings.filterwarnings("ignore", message="No directory at: ", category=UserWarning)
 
 REST_FRAMEWORK = {
     # API keys first: a request with a Bearer header is a machine client; otherwise the
@@ -168,3 +190,43 @@ SLUICE_BROKER_HEARTBEAT_INTERVAL_S = float(
     os.environ.get("SLUICE_BROKER_HEARTBEAT_INTERVAL_S", "2")
 )
 SLUICE_BROKER_SESSION_TIMEOUT_S = float(os.environ.get("SLUICE_BROKER_SESSION_TIMEOUT_S", "10"))
+# The controller (docs/controller.md): one active ``run_controller`` by a lease renewed every
+# ~lease/4 s; decisions every tick; automatic preferred-leader rebalance once an imbalance
+# has lasted the check interval.
+SLUICE_CONTROLLER_LEASE_S = float(os.environ.get("SLUICE_CONTROLLER_LEASE_S", "3"))
+SLUICE_CONTROLLER_TICK_S = float(os.environ.get("SLUICE_CONTROLLER_TICK_S", "0.2"))
+SLUICE_AUTO_LEADER_REBALANCE = os.environ.get("SLUICE_AUTO_LEADER_REBALANCE", "1") == "1"
+SLUICE_LEADER_IMBALANCE_CHECK_S = float(os.environ.get("SLUICE_LEADER_IMBALANCE_CHECK_S", "30"))
+
+# Analytics (docs/analytics.md): Celery runs the PySpark jobs on a schedule. The broker is the
+# embedded filesystem transport under var/ unless CELERY_BROKER_URL or REDIS_URL says otherwise
+# (Redis in production); runs are recorded in the database, so no result backend.
+CELERY_BROKER_URL = (
+    os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL") or "filesystem://"
+)
+CELERY_FILESYSTEM_DIR = Path(os.environ.get("SLUICE_CELERY_DIR", VAR_DIR / "celery"))
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {
+        "data_folder_in": str(CELERY_FILESYSTEM_DIR / "queue"),
+        "data_folder_out": str(CELERY_FILESYSTEM_DIR / "queue"),
+        "processed_folder": str(CELERY_FILESYSTEM_DIR / "processed"),
+        "control_folder": str(CELERY_FILESYSTEM_DIR / "control"),  # not the working directory
+        "store_processed": False,
+        "polling_interval": 0.2,
+    }
+    if CELERY_BROKER_URL.startswith("filesystem")
+    else {}
+)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = "UTC"
+# "job=seconds,..." ; a job missing from the list is not scheduled (POST runs still work)
+SLUICE_ANALYTICS_SCHEDULE = os.environ.get(
+    "SLUICE_ANALYTICS_SCHEDULE", "lag=300,throughput=900,retention=900,usage=3600"
+)
+# Brokers the jobs read (default: the registered brokers' URLs) and how far back they look.
+SLUICE_ANALYTICS_BOOTSTRAP = os.environ.get("SLUICE_ANALYTICS_BOOTSTRAP", "")
+SLUICE_ANALYTICS_LOOKBACK_H = float(os.environ.get("SLUICE_ANALYTICS_LOOKBACK_H", "24"))
+SLUICE_ANALYTICS_MIN_STOP_MS = int(os.environ.get("SLUICE_ANALYTICS_MIN_STOP_MS", "60000"))

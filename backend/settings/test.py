@@ -15,3 +15,10 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"login": "1000/min"}}  # noqa: F405
 
 SLUICE_CLUSTER_SECRET = "sluice-test-cluster-secret"
+# Unit tests count partitions and records exactly: no internal topics (__consumer_offsets,
+# __usage) appear when their brokers register; tests/unit/control/test_internal_topics.py and
+# the integration tests (local settings) cover them.
+SLUICE_CREATE_INTERNAL_TOPICS = False
+# Celery: tests never enqueue into var/ (tests/spark runs a real worker against Redis)
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "memory://")
+CELERY_BROKER_TRANSPORT_OPTIONS = {}

@@ -22,6 +22,7 @@ from brokernodes.client.consumer import (
     ConsumerRecord,
     OffsetAndTimestamp,
 )
+from brokernodes.client.group_consumer import AsyncGroupConsumer, CommitFailedError, GroupConsumer
 from brokernodes.client.metadata import ClusterMetadata, TopicPartition
 from brokernodes.client.producer import AsyncProducer, Producer
 
@@ -29,10 +30,13 @@ __all__ = [
     "Admin",
     "AsyncAdmin",
     "AsyncConsumer",
+    "AsyncGroupConsumer",
     "AsyncProducer",
     "ClusterMetadata",
+    "CommitFailedError",
     "Consumer",
     "ConsumerRecord",
+    "GroupConsumer",
     "OffsetAndTimestamp",
     "Producer",
     "RecordFuture",

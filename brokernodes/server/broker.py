@@ -19,12 +19,16 @@ from brokernodes.errors import SluiceError, UnknownTopicOrPartitionError
 from brokernodes.records.batch import Record, encode_batch
 from brokernodes.server.auth import Principal, authorize
 from brokernodes.server.config import BrokerConfig
+from brokernodes.server.connections import ConnectionQuotas, current_connection
+from brokernodes.server.group_coordinator import GroupCoordinator
 from brokernodes.server.json_records import ProduceEntry
 from brokernodes.server.metadata import ClusterMetadata, MetadataSource, TopicInfo
 from brokernodes.server.metrics import BrokerMetrics
+from brokernodes.server.operator import operator_principal
 from brokernodes.server.producer_ids import ProducerIdManager
 from brokernodes.server.replica_manager import ReplicaManager
 from brokernodes.server.throttle import QuotaEnforcer, tenant_stored_bytes
+from brokernodes.server.usage import UsageMeter
 from brokernodes.server.ws_registry import WebSocketRegistry
 
 
@@ -45,14 +49,21 @@ class Broker:
         self.metadata = metadata
         self.replicas = ReplicaManager(config, metadata)
         self.metrics = BrokerMetrics()
+        # per tenant/principal/topic usage, appended to __usage (docs/analytics.md)
+        self.usage = self.metrics.usage = UsageMeter(
+            metadata.global_image, self.replicas.append, cluster_secret=config.cluster_secret
+        )
         # quotas from the metadata (tenant views): rate throttling and storage refusals
         self.quotas = QuotaEnforcer(
             metadata.global_image,
             tenant_stored_bytes(metadata.global_image, self.replicas.partitions),
             self.metrics,
         )
+        self.connection_quotas = ConnectionQuotas(self.quotas.refresh)
         # open WebSocket streams by API key: close_all on shutdown, close_key on revocation
         self.websockets = WebSocketRegistry()
+        # consumer groups coordinated here (docs/consumer-groups.md)
+        self.groups = GroupCoordinator(self)
         self._producer_ids: ProducerIdManager | None = None
         self._sticky: dict[str, StickyPartitioner] = defaultdict(StickyPartitioner)
         self._producer_id_lock = asyncio.Lock()
@@ -73,9 +84,13 @@ class Broker:
             ProducerIdManager, self.config.data_dir, image.broker_id
         )
         await self.replicas.start()
+        await self.groups.start()
+        self.usage.start()
 
     async def close(self) -> None:
         self.stopping = True
+        await self.groups.close()
+        await self.usage.close()
         await self.replicas.close()
 
     # --- auth --------------------------------------------------------------------------
@@ -88,7 +103,17 @@ class Broker:
         resource_name: str = "",
     ) -> Principal:
         """The single authorization choke point (see ``auth.authorize``)."""
-        return authorize(self.image, authorization, operation, resource_type, resource_name)
+        principal = operator_principal(
+            self.config.cluster_secret,
+            authorization,
+            operation,
+            resource_type,
+            resource_name,
+            self.metadata.global_image(),
+        ) or authorize(self.image, authorization, operation, resource_type, resource_name)
+        self.connection_quotas.admit(current_connection.get(), principal)
+        self.usage.on_request(principal, resource_type, resource_name)
+        return principal
 
     # --- producer ids ------------------------------------------------------------------
 

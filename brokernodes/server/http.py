@@ -16,9 +16,19 @@ from brokernodes.errors import (
     RequestTooLargeError,
     SluiceError,
 )
-from brokernodes.server import http_admin, http_fetch, http_produce
+from brokernodes.server import (
+    http_admin,
+    http_consumers,
+    http_fetch,
+    http_groups,
+    http_produce,
+    http_replication,
+    http_segments,
+    ws_groups,
+)
 from brokernodes.server.auth import client_host, current_client_host
 from brokernodes.server.broker import Broker
+from brokernodes.server.connections import current_connection
 from brokernodes.server.http_util import BROKER_KEY, error_response
 
 logger = logging.getLogger("sluice.broker.http")
@@ -49,6 +59,7 @@ def make_middleware(broker: Broker):
     async def middleware(request: web.Request, handler):
         started = time.perf_counter()
         current_client_host.set(client_host(request.remote))  # for host-specific ACLs
+        current_connection.set(request.transport)  # for connection-count quotas
         route = request.match_info.route
         endpoint = route.name or "unmatched"
         try:
@@ -109,5 +120,10 @@ def build_app(broker: Broker) -> web.Application:
     http_admin.add_routes(app, broker)
     http_produce.add_routes(app, broker)
     http_fetch.add_routes(app, broker)
+    http_replication.add_routes(app, broker)
+    http_groups.add_routes(app, broker)
+    http_consumers.add_routes(app, broker)
+    http_segments.add_routes(app, broker)
     register_ws_routes(app, broker)
+    ws_groups.add_routes(app, broker)
     return app

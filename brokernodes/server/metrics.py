@@ -1,4 +1,8 @@
-"""Prometheus metrics, one ``CollectorRegistry`` per broker (so tests can run several)."""
+"""Prometheus metrics, one ``CollectorRegistry`` per broker (so tests can run several).
+
+Byte and record counters carry the tenant (the organisation id the request authenticated
+as, ``current_tenant``; empty for static-file keys) beside the topic name, since two tenants
+may each have a topic of the same name."""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from collections.abc import Callable, Iterable
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from brokernodes.server.metadata import current_tenant
 
 LATENCY_BUCKETS = (
     0.0005,
@@ -59,15 +65,16 @@ class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        by_topic = ["tenant", "topic"]
         self.bytes_in = Counter(
-            "sluice_bytes_in", "Record batch bytes appended", ["topic"], registry=r
+            "sluice_bytes_in", "Record batch bytes appended", by_topic, registry=r
         )
         self.bytes_out = Counter(
-            "sluice_bytes_out", "Record batch bytes served by fetch", ["topic"], registry=r
+            "sluice_bytes_out", "Record batch bytes served by fetch", by_topic, registry=r
         )
-        self.records_in = Counter("sluice_records_in", "Records appended", ["topic"], registry=r)
+        self.records_in = Counter("sluice_records_in", "Records appended", by_topic, registry=r)
         self.records_out = Counter(
-            "sluice_records_out", "Records served by JSON fetch", ["topic"], registry=r
+            "sluice_records_out", "Records served by JSON fetch", by_topic, registry=r
         )
         self.request_seconds = Histogram(
             "sluice_request_seconds",
@@ -91,8 +98,9 @@ class BrokerMetrics:
             ["tenant", "quota"],
             registry=r,
         )
-        self._in: dict[str, tuple] = {}
-        self._out: dict[str, tuple] = {}
+        self.usage = None  # the broker's UsageMeter (brokernodes.server.usage)
+        self._in: dict[tuple[str, str], tuple] = {}
+        self._out: dict[tuple[str, str], tuple] = {}
 
     def track_state(
         self,
@@ -102,23 +110,31 @@ class BrokerMetrics:
         self.registry.register(_StateCollector(offsets, connections))
 
     def record_in(self, topic: str, nbytes: int, records: int) -> None:
-        c = self._in.get(topic)
+        key = (current_tenant.get() or "", topic)
+        c = self._in.get(key)
         if c is None:
-            c = self._in[topic] = (self.bytes_in.labels(topic), self.records_in.labels(topic))
+            c = self._in[key] = (self.bytes_in.labels(*key), self.records_in.labels(*key))
         c[0].inc(nbytes)
         c[1].inc(records)
+        if self.usage is not None:
+            self.usage.on_in(topic, nbytes, records)
 
     def record_out(self, topic: str, nbytes: int, records: int = 0) -> None:
-        c = self._out.get(topic)
+        key = (current_tenant.get() or "", topic)
+        c = self._out.get(key)
         if c is None:
-            c = self._out[topic] = (self.bytes_out.labels(topic), self.records_out.labels(topic))
+            c = self._out[key] = (self.bytes_out.labels(*key), self.records_out.labels(*key))
         c[0].inc(nbytes)
         if records:
             c[1].inc(records)
+        if self.usage is not None:
+            self.usage.on_out(topic, nbytes, records)
 
     def record_throttle(self, tenant: str, quota: str, seconds: float) -> None:
         self.throttle_seconds.labels(tenant, quota).inc(seconds)
         self.throttled.labels(tenant, quota).inc()
+        if self.usage is not None:
+            self.usage.on_throttle(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -52,10 +52,13 @@ def test_topics_keys_acls_and_revocation_reach_the_broker(control_plane: Control
     assert status == 201, topic
     wait_for("the broker to learn the topic", lambda: topic_id_on(broker, "orders", ka))
     assert topic_id_on(broker, "orders", ka) == topic["topic_id"]
-    assert (broker.data_dir / f"{topic['topic_id']}-0").is_dir()
-
-    status, body = produce(broker, "orders", "a-1", ka)
+    # the partition loads just after the metadata arrives ("not loaded yet; retry shortly")
+    status, body = wait_for(
+        "the partition to load",
+        lambda: (r := produce(broker, "orders", "a-1", ka))[0] != 404 and r,
+    )
     assert status == 200 and body["offset"] == 0, body
+    assert (broker.data_dir / f"{topic['topic_id']}-0").is_dir()
     status, body = consume(broker, "orders", ka)
     assert status == 200 and [r["value"] for r in body["records"]] == ["a-1"]
 
@@ -69,7 +72,11 @@ def test_topics_keys_acls_and_revocation_reach_the_broker(control_plane: Control
     )
     assert status == 201 and topic_b["topic_id"] != topic["topic_id"]
     wait_for("bravo's topic", lambda: topic_id_on(broker, "orders", kb))
-    assert produce(broker, "orders", "b-1", kb)[1]["offset"] == 0
+    status, body = wait_for(
+        "bravo's partition to load",
+        lambda: (r := produce(broker, "orders", "b-1", kb))[0] != 404 and r,
+    )
+    assert body["offset"] == 0, body
     assert [r["value"] for r in consume(broker, "orders", kb)[1]["records"]] == ["b-1"]
     assert [r["value"] for r in consume(broker, "orders", ka)[1]["records"]] == ["a-1"]
 
@@ -116,7 +123,10 @@ def test_topics_keys_acls_and_revocation_reach_the_broker(control_plane: Control
     )
     assert status == 201 and again["topic_id"] != topic["topic_id"]
     wait_for("the new topic", lambda: topic_id_on(broker, "orders", ka) == again["topic_id"])
-    status, body = consume(broker, "orders", ka)
+    status, body = wait_for(
+        "the new partition to load",
+        lambda: (r := consume(broker, "orders", ka))[0] != 404 and r,
+    )
     assert status == 200 and body["records"] == [] and body["high_watermark"] == 0
 
     # revoking the key: the broker refuses it on the next delta
