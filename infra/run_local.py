@@ -41,6 +41,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
+# a broker's clean stop is a controlled shutdown (leadership moves away), then draining
+# in-flight requests (at most its --shutdown timeout), then flushing: give it longer
+BROKER_STOP_TIMEOUT_S = 20.0
 
 
 class Runner:
@@ -311,16 +314,21 @@ class Runner:
         self.stopping = True
         brokers = [p for name, p in self.procs if name.startswith("broker")]
         others = [p for name, p in self.procs if not name.startswith("broker")]
-        for group in (brokers, others):
+        names = {id(p): name for name, p in self.procs}
+        # brokers one at a time, as a rolling restart does: each controlled shutdown moves its
+        # leaderships to brokers that stay up, never to one that is stopping too
+        groups = [([b], BROKER_STOP_TIMEOUT_S) for b in brokers] + [(others, STOP_TIMEOUT_S)]
+        for group, timeout in groups:
             for p in group:
                 if p.poll() is None:
                     with contextlib.suppress(ProcessLookupError):
                         p.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + STOP_TIMEOUT_S
+            deadline = time.monotonic() + timeout
             for p in group:
                 try:
                     p.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
+                    self.say(f"{names[id(p)]} did not stop within {timeout:g} s; killing it")
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(p.pid, signal.SIGKILL)
                     p.wait(timeout=5)

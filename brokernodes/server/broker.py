@@ -9,6 +9,7 @@ a WebSocket module registers its routes through ``register_ws_routes(app, broker
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -30,6 +31,9 @@ from brokernodes.server.replica_manager import ReplicaManager
 from brokernodes.server.throttle import QuotaEnforcer, tenant_stored_bytes
 from brokernodes.server.usage import UsageMeter
 from brokernodes.server.ws_registry import WebSocketRegistry
+
+CLOSE_STEP_TIMEOUT_S = 5.0
+logger = logging.getLogger("sluice.broker")
 
 
 @dataclass(slots=True)
@@ -88,9 +92,15 @@ class Broker:
         self.usage.start()
 
     async def close(self) -> None:
+        """Stop the coordinator and the usage meter (each bounded: a final write waiting on
+        replicas that are stopping too must not keep the process), then close the logs with
+        their clean-shutdown markers."""
         self.stopping = True
-        await self.groups.close()
-        await self.usage.close()
+        for name, step in (("group coordinator", self.groups.close), ("usage", self.usage.close)):
+            try:
+                await asyncio.wait_for(step(), CLOSE_STEP_TIMEOUT_S)
+            except TimeoutError:
+                logger.warning("%s did not close within %g s; going on", name, CLOSE_STEP_TIMEOUT_S)
         await self.replicas.close()
 
     # --- auth --------------------------------------------------------------------------

@@ -25,7 +25,7 @@ class BrokerConfig:
     max_wait_ms: int = 30_000  # upper bound for a fetch's max_wait_ms
     flush_interval_s: float = 1.0  # the flush.ms ticker
     housekeeping_interval_s: float = 30.0  # retention and compaction passes
-    shutdown_timeout_s: float = 10.0  # in-flight requests get this long on SIGTERM
+    shutdown_timeout_s: float = 5.0  # in-flight requests get this long on SIGTERM
     log_level: str = "INFO"
     # the control plane's metadata log instead of the static file (metadata_client)
     control_plane_url: str | None = None

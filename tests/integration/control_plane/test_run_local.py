@@ -84,16 +84,21 @@ def test_run_local_starts_everything_and_stops_on_sigint(tmp_path):
         )
         body = json.loads(produced.stdout)
         assert body["topic_name"] == state["topic"] and body["offset"] >= 0, produced
-        consumed = subprocess.run(
-            shlex.split(state["curl_consume"]), capture_output=True, text=True, timeout=20
-        )
-        values = [r["value"] for r in json.loads(consumed.stdout)["records"]]
-        assert "hello, sluice" in values, consumed
+
+        def consumed():
+            done = subprocess.run(
+                shlex.split(state["curl_consume"]), capture_output=True, text=True, timeout=20
+            )
+            return [r["value"] for r in json.loads(done.stdout)["records"]]
+
+        # the demo topic is replicated: the record is readable once the followers have it
+        values = wait_for("the record below the high watermark", lambda: consumed() or None)
+        assert "hello, sluice" in values, values
     finally:
         if runner.poll() is None:
             runner.send_signal(signal.SIGINT)
         try:
-            status = runner.wait(timeout=40)
+            status = runner.wait(timeout=90)  # brokers get 20 s each, the rest 15 s
         except subprocess.TimeoutExpired:
             runner.kill()
             raise
