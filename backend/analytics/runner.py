@@ -26,11 +26,9 @@ def _internal():
 def bootstrap() -> str:
     if settings.SLUICE_ANALYTICS_BOOTSTRAP:
         return settings.SLUICE_ANALYTICS_BOOTSTRAP
-    from backend.cluster import services
-    from backend.cluster.models import Broker
+    from backend.cluster.selectors import live_broker_urls
 
-    live = services.live_broker_ids()
-    return ",".join(Broker.objects.filter(broker_id__in=live).values_list("url", flat=True))
+    return ",".join(live_broker_urls().values())
 
 
 def tenant_topics(*, compacted: bool | None = None):

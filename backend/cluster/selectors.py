@@ -14,6 +14,18 @@ def broker_list() -> list[Broker]:
     return list(Broker.objects.all())
 
 
+def live_broker_urls() -> dict[int, str]:
+    """``{broker_id: base URL}`` of the live brokers (recent heartbeats), by broker id."""
+    from backend.cluster.services import live_broker_ids
+
+    live = set(live_broker_ids())
+    return {
+        b.broker_id: b.url.rstrip("/")
+        for b in Broker.objects.order_by("broker_id")
+        if b.broker_id in live
+    }
+
+
 def broker_states() -> list[dict]:
     horizon = partitions.session_horizon()
     return [

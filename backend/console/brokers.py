@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 
 from backend.cluster.models import Broker, PartitionAssignment
+from backend.cluster.selectors import live_broker_urls
 from backend.cluster.services import live_broker_ids
 from backend.core.exceptions import ApplicationError
 
@@ -97,10 +98,8 @@ def leader_url(topic, partition: int) -> str:
 
 
 def any_live_url() -> str:
-    urls = broker_urls()
-    for bid in live_broker_ids():
-        if bid in urls:
-            return urls[bid]
+    for url in live_broker_urls().values():
+        return url
     raise BrokerError("no broker is live", error_code="BROKER_NOT_AVAILABLE", status=503)
 
 

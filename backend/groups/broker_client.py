@@ -31,11 +31,9 @@ class GroupNotEmpty(Conflict):
 
 
 def _live_urls() -> list[str]:
-    from backend.cluster.models import Broker
-    from backend.cluster.services import live_broker_ids
+    from backend.cluster.selectors import live_broker_urls
 
-    live = set(live_broker_ids())
-    return [b.url.rstrip("/") for b in Broker.objects.order_by("broker_id") if b.broker_id in live]
+    return list(live_broker_urls().values())
 
 
 def _call(method: str, url: str, body: dict | None = None) -> tuple[int, dict]:
