@@ -314,3 +314,123 @@ class UsageReportApi(TenantAPIView):
                 ],
             }
         )
+
+
+PEAK_FIELDS = ("topic", "peak_ts", "peak_records", "peak_bytes", "mean_records")
+
+
+class PeaksReportApi(TenantAPIView):
+    class QuerySerializer(StrictSerializer):
+        topic = serializers.CharField(required=False, max_length=249)
+
+    @extend_schema(
+        operation_id="reports_peaks",
+        tags=TAGS,
+        parameters=[QuerySerializer],
+        description="Per topic, from the last throughput run (its look-back, 24 h by "
+        "default): the busiest minute by records (earliest on ties), its records and the "
+        "busiest minute's bytes, and the mean records per minute with traffic.",
+        responses={
+            200: _rows(
+                "PeaksReport",
+                {
+                    "topic": serializers.CharField(),
+                    "peak_ts": serializers.DateTimeField(),
+                    "peak_records": serializers.IntegerField(),
+                    "peak_bytes": serializers.IntegerField(),
+                    "mean_records": serializers.FloatField(),
+                },
+            ),
+            **errors(400),
+        },
+    )
+    def get(self, request):
+        q = validate_input(self.QuerySerializer, request.query_params.dict())
+        rows = selectors.peak_rows(organisation=self.organisation, topic=q.get("topic"))
+        return Response({"rows": [{f: getattr(r, f) for f in PEAK_FIELDS} for r in rows]})
+
+
+SKEW_FIELDS = ("ts", "topic", "busiest_partition", "max_share", "skew", "hot_partition")
+
+
+class SkewReportApi(TenantAPIView):
+    class QuerySerializer(StrictSerializer):
+        topic = serializers.CharField(required=False, max_length=249)
+        hours = serializers.FloatField(min_value=0.01, max_value=24 * 31, default=24)
+        hot_only = serializers.BooleanField(default=False)
+
+    @extend_schema(
+        operation_id="reports_skew",
+        tags=TAGS,
+        parameters=[QuerySerializer],
+        description="Per topic and hour: the busiest partition, its share of the records, "
+        "skew = share x partition count (1 is even) and `hot_partition` (the busiest one when "
+        "skew >= 2, else null). `hot_only=true` keeps the hours with a hot partition.",
+        responses={
+            200: _rows(
+                "SkewReport",
+                {
+                    "ts": serializers.DateTimeField(),
+                    "topic": serializers.CharField(),
+                    "busiest_partition": serializers.IntegerField(),
+                    "max_share": serializers.FloatField(),
+                    "skew": serializers.FloatField(),
+                    "hot_partition": serializers.IntegerField(allow_null=True),
+                },
+            ),
+            **errors(400),
+        },
+    )
+    def get(self, request):
+        q = validate_input(self.QuerySerializer, request.query_params.dict())
+        rows = selectors.skew_rows(
+            organisation=self.organisation,
+            topic=q.get("topic"),
+            hours=q["hours"],
+            hot_only=q["hot_only"],
+        )
+        return Response({"rows": [{f: getattr(r, f) for f in SKEW_FIELDS} for r in rows]})
+
+
+COMPACTION_FIELDS = (
+    "topic",
+    "partition",
+    "records",
+    "distinct_keys",
+    "tombstones",
+    "keyless",
+    "effectiveness",
+)
+
+
+class CompactionReportApi(TenantAPIView):
+    class QuerySerializer(StrictSerializer):
+        topic = serializers.CharField(required=False, max_length=249)
+
+    @extend_schema(
+        operation_id="reports_compaction",
+        tags=TAGS,
+        parameters=[QuerySerializer],
+        description="Per partition of each compacted topic, from the last retention run: "
+        "records, distinct keys, tombstones, keyless records and effectiveness = distinct "
+        "keys / records (1.0: nothing left to compact; null for an empty partition).",
+        responses={
+            200: _rows(
+                "CompactionReport",
+                {
+                    "topic": serializers.CharField(),
+                    "partition": serializers.IntegerField(),
+                    "records": serializers.IntegerField(),
+                    "distinct_keys": serializers.IntegerField(),
+                    "tombstones": serializers.IntegerField(),
+                    "keyless": serializers.IntegerField(),
+                    "effectiveness": serializers.FloatField(allow_null=True),
+                },
+            ),
+            **errors(400),
+        },
+    )
+    def get(self, request):
+        q = validate_input(self.QuerySerializer, request.query_params.dict())
+        rows = selectors.compaction_rows(organisation=self.organisation, topic=q.get("topic"))
+        return Response({"rows": [{f: getattr(r, f) for f in COMPACTION_FIELDS} for r in rows]})

@@ -154,3 +154,55 @@ class QuotaSuggestion(models.Model):
 
     class Meta:
         ordering = ["service_account"]
+
+
+class ThroughputPeak(models.Model):
+    """A topic's busiest minute over the throughput run's look-back (replaced per run)."""
+
+    organisation = models.ForeignKey(ORG, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(JobRun, on_delete=models.SET_NULL, null=True, related_name="+")
+    topic = models.CharField(max_length=249)
+    peak_ts = models.DateTimeField()
+    peak_records = models.BigIntegerField()
+    peak_bytes = models.BigIntegerField()
+    mean_records = models.FloatField()
+
+    class Meta:
+        ordering = ["topic"]
+
+
+class SkewRow(models.Model):
+    """Per topic and hour: the busiest partition's share and whether it is hot (upserted)."""
+
+    organisation = models.ForeignKey(ORG, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(JobRun, on_delete=models.SET_NULL, null=True, related_name="+")
+    ts = models.DateTimeField()
+    topic = models.CharField(max_length=249)
+    busiest_partition = models.IntegerField()
+    max_share = models.FloatField()
+    skew = models.FloatField()
+    hot_partition = models.IntegerField(null=True)
+
+    class Meta:
+        ordering = ["ts", "topic"]
+        constraints = [
+            models.UniqueConstraint(fields=["organisation", "topic", "ts"], name="uniq_skew_row")
+        ]
+        indexes = [models.Index(fields=["organisation", "ts"], name="skew_org_ts")]
+
+
+class CompactionRow(models.Model):
+    """Compaction effectiveness of a compacted topic's partition (replaced per run)."""
+
+    organisation = models.ForeignKey(ORG, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(JobRun, on_delete=models.SET_NULL, null=True, related_name="+")
+    topic = models.CharField(max_length=249)
+    partition = models.IntegerField()
+    records = models.BigIntegerField()
+    distinct_keys = models.BigIntegerField()
+    tombstones = models.BigIntegerField()
+    keyless = models.BigIntegerField()
+    effectiveness = models.FloatField(null=True)
+
+    class Meta:
+        ordering = ["topic", "partition"]

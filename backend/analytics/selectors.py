@@ -8,10 +8,13 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from backend.analytics.models import (
+    CompactionRow,
     JobRun,
     LagRow,
     QuotaSuggestion,
     RetentionRow,
+    SkewRow,
+    ThroughputPeak,
     ThroughputRow,
     UsageRow,
 )
@@ -67,3 +70,29 @@ def usage_rows(*, organisation, granularity: str = "hour", days: float = 7) -> Q
 
 def quota_suggestions(*, organisation) -> QuerySet[QuotaSuggestion]:
     return QuotaSuggestion.objects.filter(organisation=organisation).order_by("service_account")
+
+
+def peak_rows(*, organisation, topic: str | None = None) -> QuerySet[ThroughputPeak]:
+    qs = ThroughputPeak.objects.filter(organisation=organisation)
+    if topic:
+        qs = qs.filter(topic=topic)
+    return qs.order_by("topic")
+
+
+def skew_rows(
+    *, organisation, topic: str | None = None, hours: float = 24, hot_only: bool = False
+) -> QuerySet[SkewRow]:
+    since = timezone.now() - timedelta(hours=hours)
+    qs = SkewRow.objects.filter(organisation=organisation, ts__gte=since)
+    if topic:
+        qs = qs.filter(topic=topic)
+    if hot_only:
+        qs = qs.filter(hot_partition__isnull=False)
+    return qs.order_by("ts", "topic")
+
+
+def compaction_rows(*, organisation, topic: str | None = None) -> QuerySet[CompactionRow]:
+    qs = CompactionRow.objects.filter(organisation=organisation)
+    if topic:
+        qs = qs.filter(topic=topic)
+    return qs.order_by("topic", "partition")

@@ -5,21 +5,27 @@ that no longer exist are dropped."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 import traceback
 import uuid
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from backend.analytics import runner
 from backend.analytics.models import (
     JOBS,
+    CompactionRow,
     JobRun,
     LagRow,
     QuotaSuggestion,
     RetentionRow,
+    SkewRow,
     StorageSample,
+    ThroughputPeak,
     ThroughputRow,
     UsageRow,
 )
@@ -44,6 +50,7 @@ def run_request(
     twice, or many tenants asking at once, queue one run); 202 either way."""
     if job not in JOBS:
         raise InvalidRequest(f"unknown job {job!r}", {"job": [f"one of {', '.join(JOBS)}"]})
+    runs_expire()
     existing = JobRun.objects.select_for_update().filter(job=job, status="queued").first()
     if existing is not None:
         return existing
@@ -72,6 +79,7 @@ def run_execute(run_id: str | uuid.UUID) -> JobRun:
         run.status = "running"
         run.started_at = timezone.now()
         run.save(update_fields=["status", "started_at"])
+        _supersede(run)
     started = time.monotonic()
     try:
         results = runner.run_job(run.job)
@@ -90,6 +98,64 @@ def run_execute(run_id: str | uuid.UUID) -> JobRun:
     run.duration_s = round(time.monotonic() - started, 3)
     run.save()
     return run
+
+
+# --- runs nobody finishes ------------------------------------------------------------------
+
+DEFAULT_RUN_TIMEOUT_S = 7200.0
+
+
+def run_timeout_s() -> float:
+    """How long a run may stay queued or running before it is marked stale: the setting
+    ``SLUICE_ANALYTICS_RUN_TIMEOUT_S`` (environment variable of the same name; 2 h)."""
+    value = getattr(settings, "SLUICE_ANALYTICS_RUN_TIMEOUT_S", None)
+    if value is None:
+        value = os.environ.get("SLUICE_ANALYTICS_RUN_TIMEOUT_S", DEFAULT_RUN_TIMEOUT_S)
+    return float(value)
+
+
+def _stale(run: JobRun, why: str, now) -> None:
+    run.status = "failed"
+    run.finished_at = now
+    since = run.started_at or run.queued_at
+    run.duration_s = round((now - since).total_seconds(), 3) if run.started_at else None
+    run.error = f"STALE_RUN: {why}"
+    run.error_summary = f"stale run: {why}"[:300]
+    run.save(update_fields=["status", "finished_at", "duration_s", "error", "error_summary"])
+    logger.warning("analytics run %s (%s) marked stale: %s", run.id, run.job, why)
+
+
+def runs_expire(*, now=None) -> int:
+    """Mark runs left queued or running longer than ``run_timeout_s()`` failed (a killed
+    worker never records its run's end; a lost queue message never starts it, and a run
+    queued forever would absorb every later request). Returns how many were marked."""
+    now = now or timezone.now()
+    limit = run_timeout_s()
+    cutoff = now - timedelta(seconds=limit)
+    n = 0
+    with transaction.atomic():
+        for run in JobRun.objects.select_for_update().filter(
+            status="running", started_at__lt=cutoff
+        ):
+            _stale(run, f"still running after {limit:g} s: its worker presumably died", now)
+            n += 1
+        for run in JobRun.objects.select_for_update().filter(status="queued", queued_at__lt=cutoff):
+            _stale(run, f"queued for over {limit:g} s and never started", now)
+            n += 1
+    return n
+
+
+def _supersede(run: JobRun) -> None:
+    """A run of ``run.job`` starting: earlier runs of that job still marked running are
+    stale (a worker runs one job at a time, so the one that owned them is gone)."""
+    now = run.started_at
+    older = JobRun.objects.select_for_update().filter(
+        job=run.job, status="running", started_at__lt=now
+    )
+    for other in older.exclude(pk=run.pk):
+        _stale(
+            other, f"superseded by run {run.id} of the same job: its worker presumably died", now
+        )
 
 
 # --- storing results ------------------------------------------------------------------------
@@ -186,7 +252,53 @@ def store_throughput(run: JobRun, results: dict) -> int:
             ["organisation", "granularity", "topic", "partition", "ts"],
             ["records", "bytes"],
         )
-    return n
+    return n + _store_peaks(run, results.get("peaks", [])) + _store_skew(run, results)
+
+
+def _store_peaks(run: JobRun, rows: list[dict]) -> int:
+    """Peaks are over the run's look-back, so each run's replace every earlier one."""
+    orgs = _orgs(rows)
+    ThroughputPeak.objects.all().delete()
+    objs = [
+        ThroughputPeak(
+            organisation=orgs[r["tenant"]],
+            run=run,
+            topic=r["topic"],
+            peak_ts=runner.utc(r["peak_ts"]),
+            peak_records=r["peak_records"],
+            peak_bytes=r["peak_bytes"],
+            mean_records=r["mean_records"],
+        )
+        for r in rows
+        if r["tenant"] in orgs
+    ]
+    ThroughputPeak.objects.bulk_create(objs, batch_size=500)
+    return len(objs)
+
+
+def _store_skew(run: JobRun, results: dict) -> int:
+    rows = results.get("skew", [])
+    orgs = _orgs(rows)
+    objs = [
+        SkewRow(
+            organisation=orgs[r["tenant"]],
+            run=run,
+            ts=runner.utc(r["ts"]),
+            topic=r["topic"],
+            busiest_partition=r["busiest_partition"],
+            max_share=r["max_share"],
+            skew=r["skew"],
+            hot_partition=r["hot_partition"],
+        )
+        for r in rows
+        if r["tenant"] in orgs
+    ]
+    return _upsert(
+        SkewRow,
+        objs,
+        ["organisation", "topic", "ts"],
+        ["run", "busiest_partition", "max_share", "skew", "hot_partition"],
+    )
 
 
 def store_retention(run: JobRun, results: dict) -> int:
@@ -224,7 +336,28 @@ def store_retention(run: JobRun, results: dict) -> int:
         if r["tenant"] in orgs
     ]
     StorageSample.objects.bulk_create(samples, batch_size=500)
-    return len(objs) + len(samples)
+    return len(objs) + len(samples) + _store_compaction(run, results.get("compaction", []))
+
+
+def _store_compaction(run: JobRun, rows: list[dict]) -> int:
+    """A run measures every compacted topic now, so it replaces every earlier measurement
+    (a topic no longer compacted drops out)."""
+    orgs = _orgs(rows)
+    CompactionRow.objects.all().delete()
+    fields = ("records", "distinct_keys", "tombstones", "keyless", "effectiveness")
+    objs = [
+        CompactionRow(
+            organisation=orgs[r["tenant"]],
+            run=run,
+            topic=r["topic"],
+            partition=r["partition"],
+            **{f: r[f] for f in fields},
+        )
+        for r in rows
+        if r["tenant"] in orgs
+    ]
+    CompactionRow.objects.bulk_create(objs, batch_size=500)
+    return len(objs)
 
 
 USAGE_SUMS = ("bytes_in", "bytes_out", "records_in", "records_out", "requests", "throttle_ms")

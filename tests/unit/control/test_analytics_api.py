@@ -9,7 +9,16 @@ import pytest
 from django.utils import timezone
 
 from backend.analytics import services
-from backend.analytics.models import JobRun, LagRow, RetentionRow, ThroughputRow, UsageRow
+from backend.analytics.models import (
+    CompactionRow,
+    JobRun,
+    LagRow,
+    RetentionRow,
+    SkewRow,
+    ThroughputPeak,
+    ThroughputRow,
+    UsageRow,
+)
 from backend.audit.models import AuditEvent
 from backend.tenancy import roles
 
@@ -68,6 +77,30 @@ def _stored(world) -> None:
                 for t in (world.a, world.b)
             ],
             "hour": [],
+            "peaks": [
+                {
+                    "tenant": str(t.org.id),
+                    "topic": t.topic.name,
+                    "peak_ts": hour,
+                    "peak_records": 10,
+                    "peak_bytes": 100,
+                    "mean_records": 7.5,
+                }
+                for t in (world.a, world.b)
+            ],
+            "skew": [
+                {
+                    "tenant": str(t.org.id),
+                    "topic": t.topic.name,
+                    "ts": hour - timedelta(hours=h),
+                    "busiest_partition": 1,
+                    "max_share": share,
+                    "skew": share * 4,
+                    "hot_partition": 1 if share * 4 >= 2 else None,
+                }
+                for t in (world.a, world.b)
+                for h, share in ((0, 0.75), (2, 0.25))
+            ],
         },
     )
     services.store_retention(
@@ -86,6 +119,19 @@ def _stored(world) -> None:
                 for t in (world.a, world.b)
             ],
             "storage": [],
+            "compaction": [
+                {
+                    "tenant": str(t.org.id),
+                    "topic": t.topic.name,
+                    "partition": 0,
+                    "records": 40,
+                    "distinct_keys": 10,
+                    "tombstones": 3,
+                    "keyless": 1,
+                    "effectiveness": 0.25,
+                }
+                for t in (world.a, world.b)
+            ],
         },
     )
     services.store_usage(
@@ -128,7 +174,15 @@ def _stored(world) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["reports/lag/", "reports/throughput/", "reports/retention/", "reports/usage/"],
+    [
+        "reports/lag/",
+        "reports/throughput/",
+        "reports/retention/",
+        "reports/usage/",
+        "reports/peaks/",
+        "reports/skew/",
+        "reports/compaction/",
+    ],
 )
 def test_each_tenant_sees_its_own_rows_only(world, path):
     _stored(world)
@@ -191,6 +245,51 @@ def test_report_shapes_follow_the_console_contract(world):
     assert r.status_code == 400 and r.json()["error_code"] == "INVALID_REQUEST"
 
 
+def test_peaks_skew_and_compaction_shapes(world):
+    _stored(world)
+    c = key_client(world.a.token(roles.READ_ONLY))
+    (peak,) = c.get("/api/v1/reports/peaks/").json()["rows"]
+    assert set(peak) == {"topic", "peak_ts", "peak_records", "peak_bytes", "mean_records"}
+    assert (peak["topic"], peak["peak_records"], peak["mean_records"]) == (
+        world.a.topic.name,
+        10,
+        7.5,
+    )
+    assert c.get("/api/v1/reports/peaks/?topic=other").json()["rows"] == []
+    skew = c.get("/api/v1/reports/skew/?hours=3").json()["rows"]
+    assert [set(r) for r in skew] == [
+        {"ts", "topic", "busiest_partition", "max_share", "skew", "hot_partition"}
+    ] * 2
+    assert [(r["skew"], r["hot_partition"]) for r in skew] == [(1.0, None), (3.0, 1)]
+    (hot,) = c.get("/api/v1/reports/skew/?hot_only=true&hours=3").json()["rows"]
+    assert hot["hot_partition"] == 1 and hot["max_share"] == 0.75
+    assert len(c.get("/api/v1/reports/skew/?hours=1.01").json()["rows"]) == 1
+    (comp,) = c.get(f"/api/v1/reports/compaction/?topic={world.a.topic.name}").json()["rows"]
+    assert comp == {
+        "topic": world.a.topic.name,
+        "partition": 0,
+        "records": 40,
+        "distinct_keys": 10,
+        "tombstones": 3,
+        "keyless": 1,
+        "effectiveness": 0.25,
+    }
+    r = c.get("/api/v1/reports/skew/?hot_only=maybe")
+    assert r.status_code == 400 and "hot_only" in r.json()["fields"]
+    r = c.get("/api/v1/reports/peaks/?granularity=hour")
+    assert r.status_code == 400 and r.json()["error_code"] == "INVALID_REQUEST"
+
+
+def test_later_runs_replace_peaks_and_compaction_and_upsert_skew(world):
+    _stored(world)
+    run = JobRun.objects.create(job="throughput")
+    services.store_throughput(run, {"minute": [], "hour": [], "peaks": [], "skew": []})
+    assert not ThroughputPeak.objects.exists()  # no traffic in the look-back: no peak
+    assert SkewRow.objects.count() == 4  # hours already measured stay
+    services.store_retention(run, {"partitions": [], "storage": [], "compaction": []})
+    assert not CompactionRow.objects.exists()  # no compacted topic any more
+
+
 def test_rows_are_upserted_by_their_natural_key(world):
     _stored(world)
     _stored(world)
@@ -198,6 +297,9 @@ def test_rows_are_upserted_by_their_natural_key(world):
     assert ThroughputRow.objects.filter(organisation=world.a.org).count() == 1
     assert UsageRow.objects.filter(organisation=world.a.org).count() == 1
     assert RetentionRow.objects.filter(organisation=world.a.org).count() == 1
+    assert ThroughputPeak.objects.filter(organisation=world.a.org).count() == 1
+    assert SkewRow.objects.filter(organisation=world.a.org).count() == 2
+    assert CompactionRow.objects.filter(organisation=world.a.org).count() == 1
 
 
 def test_rows_of_unknown_tenants_are_dropped(world):

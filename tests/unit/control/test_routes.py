@@ -236,6 +236,7 @@ ROUTES: dict[str, Route] = {
     "console": Route(PUBLIC, ("GET",)),
     "console-brokers": Route(TENANT, ("GET",), _u("console-brokers")),
     "console-partitions": Route(TENANT, ("GET",), _u("console-partitions")),
+    "console-traffic": Route(TENANT, ("GET",), _u("console-traffic")),
     "console-messages": Route(
         TENANT,
         ("GET", "POST"),
@@ -281,6 +282,9 @@ ROUTES: dict[str, Route] = {
     "report-throughput": Route(TENANT, ("GET",), _u("report-throughput")),
     "report-retention": Route(TENANT, ("GET",), _u("report-retention")),
     "report-usage": Route(TENANT, ("GET",), _u("report-usage")),
+    "report-peaks": Route(TENANT, ("GET",), _u("report-peaks")),
+    "report-skew": Route(TENANT, ("GET",), _u("report-skew")),
+    "report-compaction": Route(TENANT, ("GET",), _u("report-compaction")),
 }
 
 _RESET = "00000000-0000-4000-8000-000000000000"
