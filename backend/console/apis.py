@@ -13,7 +13,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from backend.console import selectors, services
+from backend.console import selectors, services, traffic
 from backend.console.filters import InvalidJsonPath, parse_json_path
 from backend.core.exceptions import ApplicationError, PermissionDenied
 from backend.core.schema import errors
@@ -94,6 +94,22 @@ class ConsoleBrowseSerializer(serializers.Serializer):
     )
 
 
+class ConsoleByteCounterSerializer(serializers.Serializer):
+    broker_id = serializers.IntegerField()
+    topic = serializers.CharField()
+    bytes_in = serializers.IntegerField(help_text="record-batch bytes appended since it started")
+    bytes_out = serializers.IntegerField(help_text="record-batch bytes served by fetch")
+
+
+class ConsoleTrafficSerializer(serializers.Serializer):
+    ts = serializers.DateTimeField()
+    brokers = serializers.ListField(
+        child=serializers.IntegerField(), help_text="the live brokers whose counters were read"
+    )
+    counters = ConsoleByteCounterSerializer(many=True)
+    errors = serializers.ListField(child=serializers.CharField())
+
+
 class ConsolePolicySerializer(serializers.Serializer):
     allow_export = serializers.BooleanField()
 
@@ -130,6 +146,22 @@ class ConsolePartitionsApi(TenantAPIView):
             organisation=self.organisation, topic_name=f.get("topic")
         )
         return Response(ConsolePartitionStatesSerializer(states).data)
+
+
+class ConsoleTrafficApi(TenantAPIView):
+    @extend_schema(
+        operation_id="console_traffic",
+        tags=TAGS,
+        responses={200: ConsoleTrafficSerializer, **errors()},
+        description="Your organisation's byte counters on each live broker, per topic "
+        "(counters since each broker started, not rates): read twice and divide the "
+        "difference by the time between the readings, per broker and topic; a counter "
+        "that went down means that broker restarted.",
+    )
+    def get(self, request):
+        return Response(
+            ConsoleTrafficSerializer(traffic.byte_counters(organisation=self.organisation)).data
+        )
 
 
 class ConsoleMessagesApi(TenantAPIView):

@@ -12,8 +12,13 @@
 - When the browser goes away (tab closed, navigation) ``disconnect`` cancels the upstream task,
   which closes the broker stream: nothing keeps reading for nobody.
 
+- While open, the person's access is asked again every ``RECHECK_S`` seconds
+  (``access.read_access_problem``): removed from the organisation, a role that cannot read,
+  the account or the organisation deactivated close the tail with the reason.
+
 Close codes to the browser: 4401 not signed in, 4400 bad query, 4404 no such topic or
-partition, 4403 console key disabled, 4502 the broker failed or went away.
+partition, 4403 console key disabled, 4410 access ended while open (the reason comes first in
+a ``closed`` message), 4502 the broker failed or went away.
 """
 
 from __future__ import annotations
@@ -32,11 +37,19 @@ from backend.core.exceptions import ApplicationError
 
 logger = logging.getLogger(__name__)
 WINDOW = 256 * 1024
+ACCESS_ENDED = 4410
+
+
+def recheck_seconds() -> float:
+    from django.conf import settings
+
+    return float(getattr(settings, "SLUICE_CONSOLE_TAIL_RECHECK_S", 3.0))
 
 
 @database_sync_to_async
 def _resolve(user, session, topic_name: str, partition: int):
-    """(leader URL, console token) for this user's current organisation, or raise."""
+    """(leader URL, console token, organisation id) for this user's current organisation,
+    or raise."""
     from backend.console import brokers
     from backend.console.credentials import console_token
     from backend.tenancy import selectors
@@ -56,11 +69,20 @@ def _resolve(user, session, topic_name: str, partition: int):
     topic = topic_selectors.topic_get(organisation=membership.organisation, name=topic_name)
     if not 0 <= partition < topic.partitions:
         raise ApplicationError(f"{topic_name!r} has no partition {partition}")
-    return brokers.leader_url(topic, partition), console_token(membership.organisation)
+    org = membership.organisation
+    return brokers.leader_url(topic, partition), console_token(org), org.pk
+
+
+@database_sync_to_async
+def _access_problem(user_id, organisation_id) -> str | None:
+    from backend.console.access import read_access_problem
+
+    return read_access_problem(user_id=user_id, organisation_id=organisation_id)
 
 
 class LiveTailConsumer(AsyncJsonWebsocketConsumer):
     upstream: asyncio.Task | None = None
+    watcher: asyncio.Task | None = None
     paused = False
     owed = 0
 
@@ -80,7 +102,7 @@ class LiveTailConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4400)
             return
         try:
-            url, token = await _resolve(user, self.scope.get("session"), topic, partition)
+            url, token, org_id = await _resolve(user, self.scope.get("session"), topic, partition)
         except ApplicationError as e:
             await self.close(code=4000 + (e.status_code if e.status_code < 600 else 502))
             return
@@ -91,6 +113,7 @@ class LiveTailConsumer(AsyncJsonWebsocketConsumer):
         self.upstream = asyncio.create_task(
             self.pump(f"{target}/sluice/v1/ws/consume?{q}", token, topic, partition)
         )
+        self.watcher = asyncio.create_task(self.watch(user.pk, org_id))
         await self.send_json({"type": "open", "topic": topic, "partition": partition})
 
     async def pump(self, url: str, token: str, topic: str, partition: int) -> None:
@@ -135,6 +158,28 @@ class LiveTailConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "closed", "message": reason})
             await self.close(code=4502)
 
+    async def watch(self, user_id, organisation_id) -> None:
+        """Ask again whether the person may read; when not, stop the broker stream and close
+        with the reason."""
+        period = recheck_seconds()
+        while True:
+            await asyncio.sleep(period)
+            try:
+                problem = await _access_problem(user_id, organisation_id)
+            except Exception:  # a database hiccup is not a revocation: ask again next time
+                logger.warning("live tail: access re-check failed", exc_info=True)
+                continue
+            if problem is None:
+                continue
+            if self.upstream is not None:
+                self.upstream.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self.upstream
+            with contextlib.suppress(Exception):
+                await self.send_json({"type": "closed", "message": f"Live tail closed: {problem}."})
+                await self.close(code=ACCESS_ENDED)
+            return
+
     async def receive_json(self, content, **kwargs):
         if not isinstance(content, dict) or "pause" not in content:
             return
@@ -145,6 +190,8 @@ class LiveTailConsumer(AsyncJsonWebsocketConsumer):
             await ws.send_str(json.dumps({"credit": owed}))
 
     async def disconnect(self, code):
+        if self.watcher is not None and self.watcher is not asyncio.current_task():
+            self.watcher.cancel()
         if self.upstream is not None:
             self.upstream.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
+from backend.cluster import partitions as cluster_partitions
 from backend.cluster.models import Broker, PartitionAssignment
 from backend.cluster.services import live_broker_ids
 from backend.console import brokers
@@ -86,8 +87,10 @@ def partition_states(*, organisation, topic_name: str | None = None) -> dict:
                     "leader_epoch": a.leader_epoch,
                     "replicas": list(a.replicas),
                     "isr": list(a.isr),
-                    "offline": a.leader < 0 or a.leader not in live,
-                    "under_replicated": len(a.isr) < len(a.replicas),
+                    # the controller's one definition (Kafka's OfflinePartitions and
+                    # UnderReplicatedPartitions), so the console and operators agree
+                    "offline": cluster_partitions.offline(a),
+                    "under_replicated": cluster_partitions.under_replicated(a),
                     "log_start_offset": o.get("log_start_offset"),
                     "log_end_offset": o.get("log_end_offset"),
                     "high_watermark": o.get("high_watermark"),

@@ -5,6 +5,7 @@ from backend.console import apis
 
 urlpatterns = [
     path("console/brokers", apis.ConsoleBrokersApi.as_view(), name="console-brokers"),
+    path("console/traffic", apis.ConsoleTrafficApi.as_view(), name="console-traffic"),
     path("console/partitions", apis.ConsolePartitionsApi.as_view(), name="console-partitions"),
     path(
         "console/topics/<topic:name>/messages",

@@ -264,6 +264,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/console/traffic": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Your organisation's byte counters on each live broker, per topic (counters since each broker started, not rates): read twice and divide the difference by the time between the readings, per broker and topic; a counter that went down means that broker restarted. */
+        get: operations["console_traffic"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/groups/": {
         parameters: {
             query?: never;
@@ -461,6 +478,23 @@ export interface paths {
         patch: operations["quotas_update"];
         trace?: never;
     };
+    "/api/v1/reports/compaction/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Per partition of each compacted topic, from the last retention run: records, distinct keys, tombstones, keyless records and effectiveness = distinct keys / records (1.0: nothing left to compact; null for an empty partition). */
+        get: operations["reports_compaction"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/reports/lag/": {
         parameters: {
             query?: never;
@@ -470,6 +504,23 @@ export interface paths {
         };
         /** @description Lag samples (at commits and whenever the log end moved) with each sample's status over its window; `current` is each partition's evaluation at the last run, with the catch-up estimate and retention risk. */
         get: operations["reports_lag"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/reports/peaks/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Per topic, from the last throughput run (its look-back, 24 h by default): the busiest minute by records (earliest on ties), its records and the busiest minute's bytes, and the mean records per minute with traffic. */
+        get: operations["reports_peaks"];
         put?: never;
         post?: never;
         delete?: never;
@@ -507,6 +558,23 @@ export interface paths {
         put?: never;
         /** @description Queue a run of a job now (admins). A run of that job already queued is answered instead of queueing another. */
         post: operations["reports_runs_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/reports/skew/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Per topic and hour: the busiest partition, its share of the records, skew = share x partition count (1 is even) and `hot_partition` (the busiest one when skew >= 2, else null). `hot_only=true` keeps the hours with a hot partition. */
+        get: operations["reports_skew"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -745,6 +813,19 @@ export interface components {
         ClusterPartitionsOutput: {
             partitions: components["schemas"]["TopicPartitionStateOutput"][];
         };
+        CompactionReport: {
+            rows: components["schemas"]["CompactionReportRow"][];
+        };
+        CompactionReportRow: {
+            topic: string;
+            partition: number;
+            records: number;
+            distinct_keys: number;
+            tombstones: number;
+            keyless: number;
+            /** Format: double */
+            effectiveness: number | null;
+        };
         ConsoleBroker: {
             broker_id: number;
             url: string;
@@ -770,6 +851,14 @@ export interface components {
             reached_end: boolean;
             /** @description why nothing could be read (e.g. no live leader), else null */
             unavailable: string | null;
+        };
+        ConsoleByteCounter: {
+            broker_id: number;
+            topic: string;
+            /** @description record-batch bytes appended since it started */
+            bytes_in: number;
+            /** @description record-batch bytes served by fetch */
+            bytes_out: number;
         };
         ConsoleHeaderInputRequest: {
             name: string;
@@ -827,6 +916,14 @@ export interface components {
         ConsoleTopicState: {
             name: string;
             partitions: components["schemas"]["ConsolePartitionState"][];
+        };
+        ConsoleTraffic: {
+            /** Format: date-time */
+            ts: string;
+            /** @description the live brokers whose counters were read */
+            brokers: number[];
+            counters: components["schemas"]["ConsoleByteCounter"][];
+            errors: string[];
         };
         CsrfToken: {
             csrf_token: string;
@@ -1041,6 +1138,18 @@ export interface components {
          * @enum {string}
          */
         PatternTypeEnum: "LITERAL" | "PREFIXED";
+        PeaksReport: {
+            rows: components["schemas"]["PeaksReportRow"][];
+        };
+        PeaksReportRow: {
+            topic: string;
+            /** Format: date-time */
+            peak_ts: string;
+            peak_records: number;
+            peak_bytes: number;
+            /** Format: double */
+            mean_records: number;
+        };
         /**
          * @description * `ALLOW` - ALLOW
          *     * `DENY` - DENY
@@ -1208,6 +1317,20 @@ export interface components {
          * @enum {string}
          */
         ServiceAccountRoleEnum: "admin" | "member" | "read-only";
+        SkewReport: {
+            rows: components["schemas"]["SkewReportRow"][];
+        };
+        SkewReportRow: {
+            /** Format: date-time */
+            ts: string;
+            topic: string;
+            busiest_partition: number;
+            /** Format: double */
+            max_share: number;
+            /** Format: double */
+            skew: number;
+            hot_partition: number | null;
+        };
         /**
          * @description * `queued` - queued
          *     * `running` - running
@@ -2418,6 +2541,43 @@ export interface operations {
             };
         };
     };
+    console_traffic: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleTraffic"];
+                };
+            };
+            /** @description NOT_AUTHENTICATED: no valid API key or session */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PERMISSION_DENIED: the role does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     groups_list: {
         parameters: {
             query?: never;
@@ -3557,6 +3717,54 @@ export interface operations {
             };
         };
     };
+    reports_compaction: {
+        parameters: {
+            query?: {
+                topic?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompactionReport"];
+                };
+            };
+            /** @description invalid request or configuration (error_code names which) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NOT_AUTHENTICATED: no valid API key or session */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PERMISSION_DENIED: the role does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     reports_lag: {
         parameters: {
             query?: {
@@ -3575,6 +3783,54 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["LagReport"];
+                };
+            };
+            /** @description invalid request or configuration (error_code names which) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NOT_AUTHENTICATED: no valid API key or session */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PERMISSION_DENIED: the role does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    reports_peaks: {
+        parameters: {
+            query?: {
+                topic?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PeaksReport"];
                 };
             };
             /** @description invalid request or configuration (error_code names which) */
@@ -3717,6 +3973,56 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RunOutput"];
+                };
+            };
+            /** @description invalid request or configuration (error_code names which) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NOT_AUTHENTICATED: no valid API key or session */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PERMISSION_DENIED: the role does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    reports_skew: {
+        parameters: {
+            query?: {
+                hot_only?: boolean;
+                hours?: number;
+                topic?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SkewReport"];
                 };
             };
             /** @description invalid request or configuration (error_code names which) */

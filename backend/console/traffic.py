@@ -1,0 +1,60 @@
+"""Live byte counters for one organisation, read from the brokers' Prometheus ``/metrics``.
+
+The brokers count record-batch bytes appended (``sluice_bytes_in``) and served by fetch
+(``sluice_bytes_out``) per ``tenant`` (the organisation id the request's key belongs to) and
+topic (the tenant's own name for it). This module keeps the caller's tenant's series only and
+answers raw counters per broker and topic; the page turns two readings into bytes per second
+(``frontend/src/lib/rates.ts``). Counters rather than rates keep the control plane stateless:
+any process answers, many tabs poll at their own pace, and a broker that restarts (its
+counters start again from 0) or misses a reading is handled per series by the reader.
+
+Replication traffic authenticates with the cluster secret (no tenant), so it never counts
+towards an organisation; the console's own reads for this organisation do.
+"""
+
+from __future__ import annotations
+
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from backend.cluster.selectors import live_broker_urls
+from backend.console import brokers
+from backend.core.exceptions import ApplicationError
+
+FAMILIES = {"sluice_bytes_in": "bytes_in", "sluice_bytes_out": "bytes_out"}
+
+
+def tenant_byte_counters(text: str, tenant: str) -> dict[str, dict[str, int]]:
+    """``{topic: {"bytes_in": n, "bytes_out": n}}`` for ``tenant``'s series in a Prometheus
+    text exposition; every other tenant's series (and the unlabelled ones) are dropped."""
+    out: dict[str, dict[str, int]] = {}
+    for family in text_string_to_metric_families(text):
+        field = FAMILIES.get(family.name)
+        if field is None:
+            continue
+        for sample in family.samples:
+            if not sample.name.endswith("_total") or sample.labels.get("tenant") != tenant:
+                continue
+            topic = sample.labels.get("topic", "")
+            row = out.setdefault(topic, {"bytes_in": 0, "bytes_out": 0})
+            row[field] += int(sample.value)
+    return out
+
+
+def byte_counters(*, organisation) -> dict:
+    """This organisation's byte counters on every live broker, one row per broker and topic,
+    with the brokers that could not be read named in ``errors``."""
+    tenant = str(organisation.id)
+    rows: list[dict] = []
+    read: list[int] = []
+    errors: list[str] = []
+    for broker_id, url in sorted(live_broker_urls().items()):
+        try:
+            text = brokers.metrics_text(url)
+        except ApplicationError as e:
+            errors.append(f"broker {broker_id}: {e.message}")
+            continue
+        read.append(broker_id)
+        for topic, c in sorted(tenant_byte_counters(text, tenant).items()):
+            rows.append({"broker_id": broker_id, "topic": topic, **c})
+    return {"ts": timezone.now(), "brokers": read, "counters": rows, "errors": errors}
