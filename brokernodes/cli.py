@@ -40,7 +40,7 @@ from brokernodes.cli_groups import add_groups_command, cmd_groups
 from brokernodes.client.admin import AsyncAdmin
 from brokernodes.client.consumer import AsyncConsumer, Consumer, TopicPartition
 from brokernodes.client.metadata import ClusterMetadata
-from brokernodes.client.producer import AsyncProducer, Producer
+from brokernodes.client.producer import PRODUCE_MODES, AsyncProducer, Producer
 from brokernodes.errors import (
     BrokerConnectionError,
     BrokerError,
@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "e2e":
             sub.add_argument("--rate", type=float, default=10_000, help="records per second")
             # The SDK's lowest-latency settings: send at once, records pushed to the consumer.
-            sub.set_defaults(linger_ms=0, fetch_mode="websocket")
+            sub.set_defaults(linger_ms=0, fetch_mode="websocket", produce_mode="websocket")
     return parser
 
 
@@ -228,6 +228,14 @@ def _producer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compression", choices=COMPRESSIONS, default="none")
     parser.add_argument("--batch-size", type=int, default=16384, metavar="BYTES")
     parser.add_argument("--linger-ms", type=float, default=5, metavar="MS")
+    parser.add_argument(
+        "--produce-mode",
+        choices=PRODUCE_MODES,
+        default="http",
+        help="producer send path: one HTTP POST per request, or binary frames on an open "
+        "WebSocket produce stream (lower latency; needs acks 1 or all; default http, "
+        "websocket for bench e2e)",
+    )
 
 
 # --- entry point -------------------------------------------------------------------------------
@@ -384,11 +392,14 @@ def _producer_config(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("--batch-size must be positive")
     if args.linger_ms < 0:
         raise UsageError("--linger-ms must be >= 0")
+    if args.produce_mode == "websocket" and args.acks == "0":
+        raise UsageError("--produce-mode websocket needs --acks 1 or all (answers are the acks)")
     return {
         "acks": args.acks,
         "compression": args.compression,
         "batch_size": args.batch_size,
         "linger_ms": args.linger_ms,
+        "produce_mode": args.produce_mode,
     }
 
 

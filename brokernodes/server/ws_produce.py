@@ -1,5 +1,10 @@
 """``GET /sluice/v1/ws/produce``: a produce stream, acknowledged per request id, in order.
 
+Text frames carry JSON records (``parse_produce_request``); binary frames carry RecordBatch
+v2 batches for one partition behind a small header (``parse_binary_produce``): the SDK's
+low-latency path, one frame each way per request on an open connection instead of a whole
+HTTP request. Both kinds may be mixed on one stream; answers are JSON text frames.
+
 Two tasks per socket: the reader parses frames and starts each request's append at once
 (so appends are pipelined, and enter each partition's append lock in the order sent); the
 writer awaits them in order and answers each. ``InFlightWindow`` bounds what is pending:
@@ -21,17 +26,15 @@ from aiohttp import WSMsgType, web
 from brokernodes.errors import InvalidRequestError, SluiceError, UnauthenticatedError
 from brokernodes.server.params import acks_param
 from brokernodes.server.responses import error_body
-from brokernodes.server.ws import (
-    PeerGone,
-    StreamSocket,
-    binary_not_accepted,
-    close_after_error,
-)
+from brokernodes.server.ws import PeerGone, StreamSocket, close_after_error
 from brokernodes.server.ws_protocol import (
+    MAX_BINARY_HEADER_BYTES,
+    BinaryProduceRequest,
     ProduceRequest,
     ProtocolViolation,
     RequestError,
     load_frame,
+    parse_binary_produce,
     parse_produce_request,
 )
 from brokernodes.server.ws_registry import CLOSE_INTERNAL_ERROR, CLOSE_NORMAL, close_code_for
@@ -155,11 +158,15 @@ class ProduceStream:
         ws = self.sock.ws
         while True:
             msg = await ws.receive()
-            if msg.type is WSMsgType.TEXT:
+            kind = msg.type
+            if kind is WSMsgType.TEXT or kind is WSMsgType.BINARY:
                 nbytes = len(msg.data)
                 await self.window.acquire(nbytes)
                 try:
-                    request = parse_produce_request(load_frame(msg.data))
+                    if kind is WSMsgType.BINARY:
+                        request = parse_binary_produce(msg.data)
+                    else:
+                        request = parse_produce_request(load_frame(msg.data))
                 except RequestError as e:
                     self.queue.put_nowait(_Pending(nbytes, answer=error_answer(e.request_id, e)))
                     continue
@@ -167,13 +174,13 @@ class ProduceStream:
                     self.window.release(nbytes)
                     self.queue.put_nowait(_End(None, e))
                     return "stop"
-                task = asyncio.create_task(self._produce(request))
+                if kind is WSMsgType.BINARY:
+                    task = asyncio.create_task(self._produce_batches(request))
+                else:
+                    task = asyncio.create_task(self._produce(request))
                 self.appends.add(task)
                 task.add_done_callback(self.appends.discard)
                 self.queue.put_nowait(_Pending(nbytes, task=task))
-            elif msg.type is WSMsgType.BINARY:
-                self.queue.put_nowait(_End(None, binary_not_accepted("produce")))
-                return "stop"
             else:  # close, closing, closed, or an error aiohttp closed the socket for
                 return "gone"
 
@@ -190,6 +197,35 @@ class ProduceStream:
         # no sooner than throttle ms after the record, so pipelined answers do not add up
         throttle = self.broker.quotas.produce(principal, entries_bytes(request.entries))
         answer = self._answer(request, results)
+        if throttle:
+            answer["throttle_time_ms"] = throttle
+            answer[_NOT_BEFORE] = asyncio.get_running_loop().time() + throttle / 1000
+        return answer
+
+    async def _produce_batches(self, request: BinaryProduceRequest) -> dict[str, Any]:
+        """A binary frame's batches appended to its partition, as the binary HTTP produce
+        does; the answer carries the same fields as that endpoint's JSON body."""
+        broker = self.broker
+        topic = request.topic
+        try:
+            principal = self.sock.authorize("WRITE", topic)
+            partition = broker.replicas.get_partition(topic, request.partition)
+            broker.quotas.check_storage(principal)
+            result = await partition.append_as_leader(
+                request.batches, acks=self.acks, timeout=broker.config.acks_all_timeout_s
+            )
+        except SluiceError as e:
+            return error_answer(request.id, e)
+        if not result.duplicate:
+            broker.metrics.record_in(topic, result.bytes, result.record_count)
+        throttle = broker.quotas.produce(principal, len(request.batches))
+        answer: dict[str, Any] = {
+            "id": request.id,
+            "base_offset": result.base_offset,
+            "last_offset": result.last_offset,
+            "log_start_offset": result.log_start_offset,
+            "duplicate": result.duplicate,
+        }
         if throttle:
             answer["throttle_time_ms"] = throttle
             answer[_NOT_BEFORE] = asyncio.get_running_loop().time() + throttle / 1000
@@ -274,7 +310,8 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         sock = StreamSocket(
             broker,
             "produce",
-            max_msg_size=config.max_request_bytes,
+            # a binary frame is its batches (at most max_request_bytes) plus a small header
+            max_msg_size=config.max_request_bytes + MAX_BINARY_HEADER_BYTES,
             # per-topic WRITE is checked per request; connecting needs only a valid key
             connect_check=lambda header: broker.authorize(header, "DESCRIBE", "cluster"),
         )

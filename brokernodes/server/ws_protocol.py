@@ -7,6 +7,7 @@ they belong to (``RequestError.request_id``) so the answer can name it.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,56 @@ class ProduceRequest:
     id: str | int
     topic: str
     entries: list[ProduceEntry]
+
+
+# A binary produce frame: this header, the topic name (UTF-8), then one or more RecordBatch v2
+# batches back to back (what the binary HTTP produce takes as its body). The SDK writes it
+# (brokernodes.client.produce_stream.encode_binary_produce_header).
+BINARY_PRODUCE_VERSION = 1
+BINARY_PRODUCE_HEADER = struct.Struct(">BQiH")  # version, request id, partition, topic length
+MAX_TOPIC_BYTES = 1024
+MAX_BINARY_HEADER_BYTES = BINARY_PRODUCE_HEADER.size + MAX_TOPIC_BYTES
+
+
+@dataclass(slots=True)
+class BinaryProduceRequest:
+    id: int
+    topic: str
+    partition: int
+    batches: bytearray  # rewritten in place by the append (base offsets, leader epoch)
+
+
+def parse_binary_produce(data: bytes) -> BinaryProduceRequest:
+    """A binary frame -> ``BinaryProduceRequest``. A frame too short for its header or of
+    another version is a ``ProtocolViolation`` (its request id cannot be trusted); a bad
+    topic, partition or empty batches is a ``RequestError`` naming the request id."""
+    size = BINARY_PRODUCE_HEADER.size
+    if len(data) < size:
+        raise ProtocolViolation(
+            f"a binary produce frame is at least {size} bytes (version, request id, "
+            f"partition, topic length), got {len(data)}"
+        )
+    version, request_id, partition, topic_len = BINARY_PRODUCE_HEADER.unpack_from(data)
+    if version != BINARY_PRODUCE_VERSION:
+        raise ProtocolViolation(
+            f"binary produce frame version {version} is not supported (this broker speaks "
+            f"version {BINARY_PRODUCE_VERSION})"
+        )
+    end = size + topic_len
+    if topic_len == 0 or topic_len > MAX_TOPIC_BYTES or end > len(data):
+        raise RequestError("topic: the frame's topic name is empty or cut short", request_id)
+    try:
+        topic = bytes(data[size:end]).decode()
+    except UnicodeDecodeError:
+        raise RequestError("topic: the topic name is not UTF-8", request_id) from None
+    if partition < 0:
+        raise RequestError("partition: expected a partition number >= 0", request_id)
+    if end == len(data):
+        raise RequestError(
+            "batches: none; send one or more RecordBatch v2 batches after the topic name",
+            request_id,
+        )
+    return BinaryProduceRequest(request_id, topic, partition, bytearray(memoryview(data)[end:]))
 
 
 def load_frame(data: bytes | str) -> Any:
