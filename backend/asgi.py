@@ -12,11 +12,13 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from backend.asgi_aborts import AbortSignal  # noqa: E402
 from backend.console.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi,
+        # long polls end when their client goes or the server stops (backend/asgi_aborts.py)
+        "http": AbortSignal(django_asgi),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -312,6 +312,7 @@ class Runner:
     def stop(self) -> None:
         """Brokers first (they flush), then the control plane; bounded waits, then kill."""
         self.stopping = True
+        started = time.monotonic()
         brokers = [p for name, p in self.procs if name.startswith("broker")]
         others = [p for name, p in self.procs if not name.startswith("broker")]
         names = {id(p): name for name, p in self.procs}
@@ -332,7 +333,7 @@ class Runner:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(p.pid, signal.SIGKILL)
                     p.wait(timeout=5)
-        self.say("Sluice stopped.")
+        self.say(f"Sluice stopped ({time.monotonic() - started:.1f} s).")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -10,6 +10,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from backend.asgi_aborts import ABORTED_SCOPE_KEY
 from backend.cluster import lease, metadata_log, partition_services, selectors, services
 from backend.cluster.authentication import ClusterSecretAuthentication, IsBroker
 from backend.core.exceptions import NotFound
@@ -83,7 +84,11 @@ class MetadataApi(InternalAPIView):
 
     def get(self, request):
         q = validate_input(self.FilterSerializer, request.query_params)
-        answer = metadata_log.read_since(q["since"], wait_ms=q["wait_ms"])
+        answer = metadata_log.read_since(
+            q["since"],
+            wait_ms=q["wait_ms"],
+            aborted=getattr(request, "scope", {}).get(ABORTED_SCOPE_KEY),  # ASGI only
+        )
         return Response(
             {
                 "cluster_id": settings.SLUICE_CLUSTER_ID,

@@ -89,9 +89,18 @@ def image() -> MetadataAnswer:
     return MetadataAnswer(version, start, True, records)
 
 
-def read_since(since: int, *, wait_ms: int = 0, limit: int = 10_000) -> MetadataAnswer:
+def read_since(
+    since: int,
+    *,
+    wait_ms: int = 0,
+    limit: int = 10_000,
+    aborted: threading.Event | None = None,
+) -> MetadataAnswer:
     """Records after ``since`` (long-polling up to ``wait_ms`` while there are none), or the
-    full image when ``since`` is 0, compacted away, or ahead of the head (a reset log)."""
+    full image when ``since`` is 0, compacted away, or ahead of the head (a reset log).
+    ``aborted`` (set when the client disconnects or the server stops) ends the wait within
+    ``POLL_INTERVAL_S``: a sync view's thread cannot be cancelled, and the ASGI server waits
+    for it before it exits."""
     deadline = time.monotonic() + min(max(wait_ms, 0), MAX_WAIT_MS) / 1000
     while True:
         seen = _generation
@@ -108,7 +117,7 @@ def read_since(since: int, *, wait_ms: int = 0, limit: int = 10_000) -> Metadata
             last = records[-1]["version"] if records else version
             return MetadataAnswer(last, start, False, records)
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if remaining <= 0 or (aborted is not None and aborted.is_set()):
             return MetadataAnswer(version, start, False, [])
         with _changed:
             _changed.wait_for(

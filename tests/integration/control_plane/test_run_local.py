@@ -97,12 +97,19 @@ def test_run_local_starts_everything_and_stops_on_sigint(tmp_path):
     finally:
         if runner.poll() is None:
             runner.send_signal(signal.SIGINT)
+        stopping = time.monotonic()
         try:
             status = runner.wait(timeout=90)  # brokers get 20 s each, the rest 15 s
         except subprocess.TimeoutExpired:
             runner.kill()
             raise
-    assert status == 0, (tmp_path / "runner.log").read_text()[-3000:]
+    stop_s = time.monotonic() - stopping
+    print(f"run_local stopped in {stop_s:.1f} s")
+    printed = (tmp_path / "runner.log").read_text()
+    assert status == 0, printed[-3000:]
+    # every process stopped on its own (none was killed after its stop timeout): the brokers'
+    # metadata long polls no longer hold Daphne for up to 25 s (backend/asgi_aborts.py)
+    assert "did not stop within" not in printed, f"stopping took {stop_s:.1f} s\n{printed[-3000:]}"
     deadline = time.monotonic() + 5
     pids = json.loads(state_file.read_text())["pids"].values()
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
