@@ -31,6 +31,9 @@ CLIENT_TOPICS: dict[str, tuple[int, dict[str, str]]] = {
     "ws-credit": (1, {}),
     "ws-tail": (2, {}),
     "ws-range": (1, {}),
+    "ws-produce": (4, {}),
+    "ws-sync": (1, {}),
+    "ws-idem": (1, {}),
 }
 
 

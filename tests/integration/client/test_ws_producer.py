@@ -1,0 +1,139 @@
+"""The SDK producer with ``produce_mode="websocket"`` against real broker processes: acks
+per request, keyed order, the broker's error codes, idempotent retries after a lost answer,
+and NOT_LEADER_OR_FOLLOWER sending it to the named leader."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from brokernodes.client.partitioner import partition_for_key
+from brokernodes.client.produce_stream import ProduceStream
+from brokernodes.client.producer import AsyncProducer, Producer
+from brokernodes.errors import BrokerError
+from tests.integration.broker.util import fetch_all_values
+from tests.integration.client.test_sdk import read_all, run
+from tests.integration.conftest import free_port, make_metadata
+
+
+def ws_producer(broker_or_url, api_key=None, **kw) -> AsyncProducer:
+    url = getattr(broker_or_url, "url", broker_or_url)
+    key = api_key or getattr(broker_or_url, "api_key", None)
+    return AsyncProducer(url, key, produce_mode="websocket", **kw)
+
+
+def test_keyed_records_are_acknowledged_in_order_per_partition(client_broker):
+    keys = [b"k%d" % i for i in range(12)]
+
+    async def main():
+        async with ws_producer(client_broker, linger_ms=0, batch_size=2048) as p:
+            futures = [p.send("ws-produce", b"v%04d" % i, keys[i % 12]) for i in range(600)]
+            metas = [await f for f in futures]
+            streams = list(p._streams._streams.values())
+        return metas, streams, await read_all(client_broker, "ws-produce", 600)
+
+    metas, streams, records = run(main())
+    assert len(streams) == 1 and not streams[0].open  # one stream, closed with the producer
+    for i, m in enumerate(metas):
+        assert m.partition == partition_for_key(keys[i % 12], 4)
+    by_partition: dict[int, list] = {}
+    for r in records:
+        by_partition.setdefault(r.partition, []).append(r)
+    for p, rs in by_partition.items():
+        assert [r.offset for r in rs] == list(range(len(rs)))  # no gaps, no duplicates
+        sent = [metas[i].offset for i in range(600) if metas[i].partition == p]
+        assert sorted(sent) == [r.offset for r in rs]
+    got = {(r.partition, r.offset): r.value for r in records}
+    assert all(got[(m.partition, m.offset)] == b"v%04d" % i for i, m in enumerate(metas))
+
+
+def test_sync_producer_over_the_stream(client_broker):
+    with Producer(client_broker.url, client_broker.api_key, produce_mode="websocket") as p:
+        metas = [p.send("ws-sync", b"s%d" % i, partition=0).result(10) for i in range(5)]
+    assert [m.offset for m in metas] == list(range(5))
+
+
+def test_broker_errors_fail_the_records_with_their_codes(client_broker):
+    async def main():
+        async with ws_producer(client_broker, retries=0) as p:
+            # the topic's max.message.bytes is 2048
+            with pytest.raises(BrokerError) as too_big:
+                await p.send("tiny", b"x" * 4096)
+            fine = await p.send("tiny", b"small")  # the stream is still good
+            return too_big.value, fine
+
+    too_big, fine = run(main())
+    assert too_big.error_code == "MESSAGE_TOO_LARGE" and "2048" in too_big.message
+    assert fine.offset >= 0
+
+
+def test_acks_zero_needs_the_http_path():
+    with pytest.raises(ValueError, match="acks=1 or acks=all"):
+        AsyncProducer("http://127.0.0.1:1", acks=0, produce_mode="websocket")
+    with pytest.raises(ValueError, match="produce_mode"):
+        AsyncProducer("http://127.0.0.1:1", produce_mode="carrier-pigeon")
+
+
+def test_a_lost_answer_is_retried_without_duplicates(client_broker, monkeypatch):
+    """The broker appends, then the connection drops before the answer is read: the
+    producer reopens the stream and resends the same bytes; the broker answers them with
+    their original offsets and appends nothing twice."""
+    lost = {"left": 3}
+    deliver = ProduceStream._on_answer
+
+    def lose_some(self, text):
+        if lost["left"] and '"base_offset"' in text:
+            lost["left"] -= 1
+            # the connection goes before this answer is read
+            asyncio.get_running_loop().create_task(self.ws.close())
+            return
+        deliver(self, text)
+
+    monkeypatch.setattr(ProduceStream, "_on_answer", lose_some)
+
+    async def main():
+        async with ws_producer(
+            client_broker, retry_backoff_ms=5, linger_ms=1, batch_size=1024
+        ) as p:
+            futures = [p.send("ws-idem", b"r%03d" % i, key=b"k") for i in range(100)]
+            metas = [await f for f in futures]
+        return metas, await read_all(client_broker, "ws-idem", 100)
+
+    metas, records = run(main())
+    assert lost["left"] == 0
+    assert [r.value for r in records] == [b"r%03d" % i for i in range(100)]  # no duplicates
+    assert [m.offset for m in metas] == list(range(100))  # original offsets answered
+
+
+def test_not_leader_sends_the_batch_to_the_leader_it_names(broker_factory):
+    """Broker C's metadata says A leads ``moved``; A knows B does. The producer (bootstrapped
+    at C) sends to A, which answers NOT_LEADER_OR_FOLLOWER with B's URL; the batch goes to B
+    over a stream of its own."""
+    topics = {"moved": (1, {})}
+    b = broker_factory(topics, broker_id=2)
+    a = broker_factory(
+        topics, broker_id=1, other_brokers=[{"id": 2, "url": b.url}], leaders={"moved": [2]}
+    )
+    c_port = free_port()
+    c = broker_factory(
+        metadata=make_metadata(
+            c_port,
+            topics,
+            broker_id=3,
+            other_brokers=[{"id": 1, "url": a.url}],
+            leaders={"moved": [1]},
+        ),
+        port=c_port,
+    )
+
+    async def main():
+        async with ws_producer(c, retry_backoff_ms=5) as p:
+            metas = [await p.send("moved", b"m%d" % i) for i in range(3)]
+            urls = sorted(p._streams._streams)
+        return metas, urls
+
+    metas, urls = run(main())
+    assert [m.offset for m in metas] == [0, 1, 2]
+    assert urls == sorted([a.url, b.url])
+    assert [v for _, v in fetch_all_values(b, "moved", 0)] == [b"m0", b"m1", b"m2"]
