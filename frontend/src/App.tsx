@@ -76,7 +76,9 @@ function Shell() {
         {!me.organisation ? (
           <p className="state empty">Choose an organisation above to see its topics and groups.</p>
         ) : (
-          <Routes>
+          // keyed by organisation: a switch remounts the pages, so no page's local state
+          // (live rates, half-filled forms) carries over from the previous organisation
+          <Routes key={me.organisation.id}>
             <Route path="/" element={<Overview />} />
             <Route path="/topics" element={<Topics />} />
             <Route path="/topics/:name/*" element={<TopicDetailPage />} />

@@ -1,7 +1,9 @@
 // The console in a real browser (headless Chromium via playwright-core) against a running
 // stack. Driven by tests/e2e/test_console_e2e.py, which starts the stack and passes:
 //   SLUICE_URL, SLUICE_USER, SLUICE_PASSWORD, ARTIFACTS (screenshots), GROUP (a consumer group
-//   with lag, or empty when the groups API is not there), CHROMIUM (the executable).
+//   with lag, or empty when the groups API is not there), CHROMIUM (the executable),
+//   REPORT_TOPIC and PEAK_RECORDS (report rows stored for that topic before the run),
+//   READER_USER/READER_PASSWORD (a read-only member of Demo, for the group run) and TOPIC.
 // Prints one line per step; exits non-zero on the first failure (with a screenshot).
 import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
@@ -26,12 +28,18 @@ page.on("console", (m) => {
   if (m.type() === "error" && /Content Security Policy|Refused to/.test(m.text())) problems.push(`CSP: ${m.text()}`);
 });
 page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+function watch(p) {
+  p.on("console", (m) => {
+    if (m.type() === "error" && /Content Security Policy|Refused to/.test(m.text())) problems.push(`CSP: ${m.text()}`);
+  });
+  p.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+}
 
 let n = 0;
-async function shot(name) {
+async function shot(name, p = page) {
   n += 1;
   const prefix = GROUP_ONLY ? "groups-" : "";
-  await page.screenshot({ path: join(ARTIFACTS, `${prefix}${String(n).padStart(2, "0")}-${name}.png`), fullPage: true });
+  await p.screenshot({ path: join(ARTIFACTS, `${prefix}${String(n).padStart(2, "0")}-${name}.png`), fullPage: true });
 }
 async function step(name, fn) {
   const t = Date.now();
@@ -46,6 +54,21 @@ async function step(name, fn) {
   }
 }
 const expectVisible = (locator) => locator.first().waitFor({ state: "visible" });
+const none = async (locator, what) => {
+  if ((await locator.count()) !== 0) throw new Error(`${what} is shown`);
+};
+// a same-origin API call as the page's signed-in person (session cookie, CSRF header)
+const callApi = (p, method, path, body) =>
+  p.evaluate(async ({ method, path, body }) => {
+    const csrf = (document.cookie.match(/csrftoken=([^;]+)/) || [])[1] || "";
+    const r = await fetch(path, {
+      method,
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: r.status, doc: await r.json().catch(() => null) };
+  }, { method, path, body });
+const kib = (text) => /[1-9].* (KiB|MiB)\/s$/.test(text || "");
 const topic = `e2e-${Date.now().toString(36)}`;
 let keyPartition = 0;
 
@@ -177,7 +200,31 @@ await step("live tail receives a new record", async () => {
   await shot("live-tail");
 });
 
+await step("overview shows live bytes in and out per second", async () => {
+  await page.getByRole("link", { name: "Overview" }).click();
+  const bytesIn = page.getByTestId("bytes-in-rate");
+  const bytesOut = page.getByTestId("bytes-out-rate");
+  const deadline = Date.now() + 20_000;
+  for (let i = 0; Date.now() < deadline; i++) {
+    // ~2 KiB in and a read back out, every half second, until two readings see them
+    const w = await callApi(page, "POST", `/api/v1/console/topics/${topic}/messages`, { key: `bytes-${i}`, value: "x".repeat(2048) });
+    if (w.status !== 200) throw new Error(`produce answered ${w.status}`);
+    const r = await callApi(page, "GET", `/api/v1/console/topics/${topic}/messages?partition=${keyPartition}&start=latest&limit=5`);
+    if (r.status !== 200) throw new Error(`browse answered ${r.status}`);
+    // KiB/s: this loop's traffic, not the few bytes of the earlier steps
+    if (kib(await bytesIn.textContent()) && kib(await bytesOut.textContent())) break;
+    await page.waitForTimeout(500);
+  }
+  const [a, b] = [await bytesIn.textContent(), await bytesOut.textContent()];
+  if (!kib(a) || !kib(b)) throw new Error(`bytes in ${a}, out ${b}`);
+  await page.getByRole("table").filter({ hasText: "Bytes in/s" }).getByRole("link", { name: topic }).waitFor();
+  console.log(`     bytes in ${a}, out ${b}`);
+  await shot("overview-traffic");
+});
+
 await step("throughput tab draws", async () => {
+  await page.getByRole("link", { name: "Topics" }).click();
+  await page.getByRole("link", { name: topic }).click();
   await page.getByRole("link", { name: "Throughput" }).click();
   await expectVisible(page.getByRole("heading", { name: "Live messages/s" }));
   await page.waitForTimeout(4500);
@@ -229,10 +276,22 @@ await step("brokers page", async () => {
   await shot("brokers");
 });
 
-await step("reports page", async () => {
+await step("reports page draws stored reports", async () => {
   await page.getByRole("link", { name: "Reports" }).click();
   await expectVisible(page.getByRole("heading", { name: "Reports" }));
+  const rt = process.env.REPORT_TOPIC;
+  const peak = Number(process.env.PEAK_RECORDS).toLocaleString("en-GB");
+  await page.getByRole("table", { name: "Peaks" }).getByRole("row").filter({ hasText: rt }).filter({ hasText: peak }).waitFor();
+  await page.getByRole("table", { name: "Hot partitions" }).getByRole("row").filter({ hasText: rt }).first().waitFor();
+  await page.getByRole("table", { name: "Compaction" }).getByText(`${rt}[0]`).waitFor();
+  await page.getByRole("table", { name: "Report runs" }).getByText("succeeded").first().waitFor();
   await page.waitForLoadState("networkidle");
+  await none(page.getByText("No rows yet", { exact: false }), "an empty report");
+  const charts = await page.locator("svg.recharts-surface").count();
+  const lines = await page.locator("path.recharts-line-curve").count();
+  const bars = await page.locator(".recharts-bar-rectangle path").count();
+  // lag, throughput, peaks, skew, compaction, retention, usage
+  if (charts < 7 || lines < 4 || bars < 3) throw new Error(`charts ${charts}, lines ${lines}, bars ${bars}`);
   await shot("reports");
 });
 
@@ -286,6 +345,21 @@ await step("organisation switcher: another tenant sees none of this one's topics
   await page.reload();
   const switcher = page.getByLabel("Organisation");
   await switcher.selectOption({ label: `Second ${slug} (owner)` });
+  // its overview counts none of Demo's bytes, while Demo's topic takes ~2 KiB every 0.4 s
+  // (produced with Demo's API key from outside the browser: this page is the other tenant)
+  await page.getByRole("link", { name: "Overview" }).click();
+  for (let i = 0, until = Date.now() + 7000; Date.now() < until; i++) {
+    const r = await fetch(`${URL}/api/v1/console/topics/${topic}/messages`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${process.env.API_KEY}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ key: `demo-${i}`, value: "y".repeat(2048) }),
+    });
+    if (r.status !== 200) throw new Error(`Demo's produce answered ${r.status}`);
+    await page.waitForTimeout(400);
+  }
+  await page.getByTestId("bytes-in-rate").filter({ hasText: /^0 B\/s$/ }).waitFor();
+  await page.getByTestId("bytes-out-rate").filter({ hasText: /^0 B\/s$/ }).waitFor();
+  await shot("organisation-switched-overview");
   await page.getByRole("link", { name: "Topics" }).click();
   await expectVisible(page.getByText("No topics yet.", { exact: false }));
   if (await page.getByRole("link", { name: topic }).count()) throw new Error("another tenant's topic is listed");
@@ -305,6 +379,68 @@ await step("delete the topic with confirmation", async () => {
   await page.getByRole("link", { name: topic }).waitFor({ state: "detached" });
 });
 
+}
+
+if (GROUP_ONLY && process.env.READER_USER) {
+  const TOPIC = process.env.TOPIC;
+  const ctx2 = await browser.newContext({ viewport: { width: 1366, height: 800 } });
+  const ro = await ctx2.newPage();
+  ro.setDefaultTimeout(15_000);
+  watch(ro);
+
+  await step("a read-only member sees no edit actions", async () => {
+    await ro.goto(URL + "/");
+    await ro.getByLabel("Username").fill(process.env.READER_USER);
+    await ro.getByLabel("Password").fill(process.env.READER_PASSWORD);
+    await ro.getByLabel("Password").press("Enter");
+    await ro.getByRole("button", { name: "Sign out" }).waitFor();
+    await ro.getByLabel("Organisation").selectOption({ label: "Demo (read-only)" });
+    await ro.getByTestId("role").filter({ hasText: "read-only" }).waitFor();
+    await none(ro.getByRole("link", { name: "Service accounts" }), "the Access menu");
+    await ro.getByRole("link", { name: "Topics" }).click();
+    await ro.getByRole("link", { name: TOPIC }).waitFor();
+    await none(ro.getByRole("button", { name: "New topic" }), "New topic");
+    await none(ro.getByRole("button", { name: `Delete ${TOPIC}` }), "Delete");
+    await shot("readonly-topics", ro);
+    await ro.getByRole("link", { name: TOPIC }).click();
+    await ro.getByRole("table", { name: "Partitions" }).waitFor();
+    await none(ro.getByRole("form", { name: "Add partitions" }), "Add partitions");
+    await none(ro.getByRole("link", { name: "Produce" }), "Produce");
+    await ro.getByRole("link", { name: "Configs" }).click();
+    await expectVisible(ro.getByText("retention.ms"));
+    await none(ro.locator("input[id^=cfg-]"), "an editable config");
+    await shot("readonly-configs", ro);
+    await ro.getByRole("link", { name: "Consumer groups" }).click();
+    await ro.getByRole("table", { name: "Consumer groups" }).getByRole("link", { name: GROUP }).click();
+    await ro.getByTestId("total-lag").waitFor();
+    await none(ro.getByRole("button", { name: "Preview (dry run)" }), "the offset reset");
+    await shot("readonly-group", ro);
+    await ro.goto(URL + "/access/acls");
+    await expectVisible(ro.getByText("Only admins and owners manage access", { exact: false }));
+    await shot("readonly-access", ro);
+  });
+
+  await step("the API refuses a read-only member's write", async () => {
+    const r = await callApi(ro, "POST", "/api/v1/topics/", { name: "ro-must-not-exist", partitions: 1, replication_factor: 1 });
+    if (r.status !== 403 || r.doc?.error_code !== "PERMISSION_DENIED") throw new Error(`answered ${r.status} ${JSON.stringify(r.doc)}`);
+    const d = await callApi(ro, "DELETE", `/api/v1/topics/${TOPIC}`);
+    if (d.status !== 403) throw new Error(`delete answered ${d.status}`);
+  });
+
+  await step("an open live tail closes when the member is removed", async () => {
+    await ro.goto(`${URL}/topics/${encodeURIComponent(TOPIC)}`);
+    await ro.getByRole("link", { name: "Live tail" }).click();
+    await ro.getByTestId("tail-status").filter({ hasText: "live" }).waitFor();
+    const members = await callApi(page, "GET", "/api/v1/members/");
+    const m = (members.doc || []).find((x) => x.username === process.env.READER_USER);
+    if (!m) throw new Error(`no membership to remove: ${JSON.stringify(members)}`);
+    const del = await callApi(page, "DELETE", `/api/v1/members/${m.id}`);
+    if (del.status !== 204) throw new Error(`removing the member answered ${del.status}`);
+    await ro.getByTestId("tail-status").filter({ hasText: "closed" }).waitFor({ timeout: 10_000 });
+    await expectVisible(ro.getByRole("alert").filter({ hasText: "no longer a member of Demo" }));
+    await shot("readonly-tail-closed", ro);
+  });
+  await ctx2.close();
 }
 
 await step("sign out", async () => {

@@ -1,8 +1,10 @@
 """The console end to end in headless Chromium (playwright-core) against the stack
 ``infra/run_local.py`` starts: sign in, create a topic, produce, find the message in the
-browser, a live tail receives a new record, access pages, and (when the groups API is there)
-a consumer group's lag and an offset reset with preview and undo. Every page's screenshot
-lands in test-artifacts/console/."""
+browser, a live tail receives a new record, live bytes in/out on the overview (and none in
+another organisation), reports drawn from stored rows, access pages, a consumer group's lag
+and an offset reset with preview and undo, then a read-only member: no edit actions, the API
+refuses a write, and their open live tail closes when they are removed. Every page's
+screenshot lands in test-artifacts/console/."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import re
 import time
 import urllib.error
 import urllib.request
+
+import pytest
 
 from .conftest import ARTIFACTS, CHROMIUM, ROOT, Stack, run
 
@@ -31,7 +35,34 @@ def api(stack: Stack, method: str, path: str, body=None, *, key: str | None = No
         return e.code, json.loads(e.read() or b"null")
 
 
-def browse(stack: Stack, *, group: str = "", group_only: bool = False) -> str:
+@pytest.fixture(scope="module")
+def reader(stack: Stack) -> dict:
+    """A second person, owner of their own organisation (e2e-reader, no traffic) and a
+    read-only member of Demo, added by Demo's admin key through the members API."""
+    me = json.loads(
+        stack.python(
+            "manage.py",
+            "seed_demo",
+            "--organisation=e2e-reader",
+            "--username=e2e-reader",
+            "--service-account=e2e-reader-app",
+            "--json",
+        )
+    )
+    member = {"username": me["username"], "role": "read-only"}
+    status, doc = api(stack, "POST", "/api/v1/members/", member)
+    assert status == 201, doc
+    return me
+
+
+@pytest.fixture(scope="module")
+def reports(stack: Stack) -> dict:
+    """Report rows for Demo's topic stored through the analytics services (no Spark run)."""
+    org, topic = stack.state["organisation"], stack.state["topic"]
+    return json.loads(stack.python("-m", "tests.e2e.seed_reports", org, topic))
+
+
+def browse(stack: Stack, *, group: str = "", group_only: bool = False, **env: str) -> str:
     done = run(
         ["node", str(SCRIPT)],
         timeout=420,
@@ -43,6 +74,9 @@ def browse(stack: Stack, *, group: str = "", group_only: bool = False) -> str:
             "CHROMIUM": CHROMIUM,
             "GROUP": group,
             "GROUP_ONLY": "1" if group_only else "0",
+            "TOPIC": stack.state["topic"],
+            "API_KEY": stack.state["api_key"],
+            **env,
         },
     )
     out = done.stdout + done.stderr
@@ -66,14 +100,27 @@ def consume_websockets(stack: Stack) -> int:
     return total
 
 
-def test_console_pages_in_a_real_browser(stack):
-    out = browse(stack)
+def traffic(stack: Stack, key: str | None = None) -> dict:
+    status, doc = api(stack, "GET", "/api/v1/console/traffic", key=key)
+    assert status == 200, doc
+    return doc
+
+
+def test_console_pages_in_a_real_browser(stack, reports, reader):
+    assert all(reports["written"].values()), reports
+    out = browse(
+        stack,
+        REPORT_TOPIC=reports["topic"],
+        PEAK_RECORDS=str(reports["peak_records"]),
+    )
     for step in (
         "sign in",
         "create a topic",
         "produce a test message",
         "message browser",
         "live tail receives a new record",
+        "overview shows live bytes in and out per second",
+        "reports page draws stored reports",
         "API key shown once",
         "sign out",
     ):
@@ -85,6 +132,8 @@ def test_console_pages_in_a_real_browser(stack):
         "topic-detail",
         "messages",
         "live-tail",
+        "overview-traffic",
+        "organisation-switched-overview",
         "brokers",
         "reports",
         "service-accounts",
@@ -99,9 +148,16 @@ def test_console_pages_in_a_real_browser(stack):
     while consume_websockets(stack) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert consume_websockets(stack) == 0
+    # the byte counters behind the overview: Demo's on every broker, none for another tenant
+    mine = traffic(stack)
+    assert len(mine["brokers"]) == 3 and not mine["errors"], mine
+    assert sum(c["bytes_in"] for c in mine["counters"]) > 2048, mine
+    assert sum(c["bytes_out"] for c in mine["counters"]) > 0, mine
+    other = traffic(stack, reader["api_key"])
+    assert len(other["brokers"]) == 3 and other["counters"] == [], other
 
 
-def test_consumer_group_lag_and_offset_reset(stack):
+def test_consumer_group_lag_and_offset_reset(stack, reader):
     from brokernodes.client import GroupConsumer
 
     key, topic = stack.state["api_key"], stack.state["topic"]
@@ -147,4 +203,19 @@ def test_consumer_group_lag_and_offset_reset(stack):
             break
         assert time.monotonic() < deadline, (status, doc)
         time.sleep(0.3)
-    browse(stack, group=GROUP, group_only=True)
+    out = browse(
+        stack,
+        group=GROUP,
+        group_only=True,
+        READER_USER=reader["username"],
+        READER_PASSWORD=reader["password"],
+    )
+    for step in (
+        "a read-only member sees no edit actions",
+        "the API refuses a read-only member's write",
+        "an open live tail closes when the member is removed",
+    ):
+        assert re.search(rf"^ok .*{re.escape(step)}", out, re.M), step
+    shots = {p.name for p in ARTIFACTS.glob("groups-*.png")}
+    for page in ("readonly-topics", "readonly-configs", "readonly-group", "readonly-tail-closed"):
+        assert any(page in s for s in shots), (page, shots)

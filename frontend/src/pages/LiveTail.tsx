@@ -48,6 +48,8 @@ export function LiveTail({ topic }: { topic: TopicDetail }) {
       if (ev.code === 4401) setMessage("Your session has ended. Sign in again.");
       else if (ev.code === 4404) setMessage("This topic or partition no longer exists.");
       else if (ev.code === 4403) setMessage("Not allowed to read this topic.");
+      // access ended while open (removed, role, deactivated): the server said why just before
+      else if (ev.code === 4410) setMessage((m) => m || "Live tail closed: you may no longer read this organisation's topics.");
       else if (ev.code !== 1000 && ev.code !== 1005) setMessage((m) => m || "The live tail stopped. Reopen the tab to start it again.");
     };
     const close = () => sock.close(1000);
@@ -93,7 +95,7 @@ export function LiveTail({ topic }: { topic: TopicDetail }) {
       </div>
       {message && <p className="state error" role="alert">{message}</p>}
       {shown.length === 0 ? (
-        <p className="state empty">{records.length ? "No record matches the filter." : "Waiting for new records… produce one to see it here."}</p>
+        <p className="state empty">{records.length ? "No record matches the filter." : status === "closed" ? "The tail is closed: no new records arrive." : "Waiting for new records… produce one to see it here."}</p>
       ) : (
         <table className="table" aria-label="Live records">
           <thead><tr><th className="num">Offset</th><th>Time</th><th>Key</th><th>Value</th></tr></thead>

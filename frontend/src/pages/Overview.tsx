@@ -1,13 +1,14 @@
 import { Link } from "react-router-dom";
-import { Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
+import { Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { useBrokers } from "../api/hooks/brokers";
 import { useGroups } from "../api/hooks/groups";
 import { messageCount, usePartitionStates } from "../api/hooks/partitions";
 import { useRetentionReport } from "../api/hooks/reports";
+import { useTraffic } from "../api/hooks/traffic";
 import { isNotFound } from "../api/client";
 import { ErrorState, Loading } from "../components/States";
 import { formatBytes, formatNumber } from "../lib/format";
-import { useMessageRates } from "../lib/rates";
+import { useByteRates, useMessageRates } from "../lib/rates";
 
 export function Overview() {
   const brokers = useBrokers();
@@ -16,6 +17,9 @@ export function Overview() {
   const retention = useRetentionReport();
   const rates = useMessageRates(states.data);
   const latest = rates[rates.length - 1];
+  const traffic = useTraffic(3000);
+  const byteRates = useByteRates(traffic.data);
+  const bytesNow = byteRates[byteRates.length - 1];
 
   const partitions = states.data?.topics.flatMap((t) => t.partitions) ?? [];
   const underReplicated = partitions.filter((p) => p.under_replicated && !p.offline).length;
@@ -27,10 +31,14 @@ export function Overview() {
   const topics = (states.data?.topics ?? []).map((t) => ({
     name: t.name,
     rate: latest?.byTopic[t.name] ?? 0,
+    bytesIn: bytesNow?.byTopic[t.name]?.bytesIn ?? 0,
+    bytesOut: bytesNow?.byTopic[t.name]?.bytesOut ?? 0,
     messages: t.partitions.reduce((s, p) => s + (messageCount(p) ?? 0), 0),
     bytes: sizeByTopic[t.name],
   }));
-  const byTraffic = [...topics].sort((a, b) => b.rate - a.rate).slice(0, 5);
+  const byTraffic = [...topics]
+    .sort((a, b) => b.bytesIn + b.bytesOut - (a.bytesIn + a.bytesOut) || b.rate - a.rate)
+    .slice(0, 5);
   const bySize = [...topics]
     .sort((a, b) => (b.bytes ?? b.messages) - (a.bytes ?? a.messages))
     .slice(0, 5);
@@ -57,11 +65,38 @@ export function Overview() {
           <p className={"big" + (offline ? " bad" : "")}>{states.data ? offline : "…"}</p>
         </div>
         <div className="card">
+          <h2>Bytes in / s</h2>
+          <p className="big" data-testid="bytes-in-rate">{bytesNow ? `${formatBytes(Math.round(bytesNow.bytesIn))}/s` : "measuring…"}</p>
+        </div>
+        <div className="card">
+          <h2>Bytes out / s</h2>
+          <p className="big" data-testid="bytes-out-rate">{bytesNow ? `${formatBytes(Math.round(bytesNow.bytesOut))}/s` : "measuring…"}</p>
+        </div>
+        <div className="card">
           <h2>Messages in / s</h2>
           <p className="big">{latest ? formatNumber(latest.total, 1) : "measuring…"}</p>
         </div>
       </div>
       {states.isError && <ErrorState error={states.error} what="partition state" />}
+      {traffic.isError && <ErrorState error={traffic.error} what="live byte counters" />}
+      {traffic.data?.errors.length ? <p className="state error">{traffic.data.errors.join("; ")}</p> : null}
+      <h2>Bytes in and out per second (live)</h2>
+      <div className="chart" aria-label="Bytes in and out per second">
+        {byteRates.length < 2 ? (
+          <p className="muted">The chart fills in over the next few seconds.</p>
+        ) : (
+          <ResponsiveContainer width="100%" height={180}>
+            <LineChart data={byteRates.map((r) => ({ t: new Date(r.t).toLocaleTimeString(), in: Math.round(r.bytesIn), out: Math.round(r.bytesOut) }))}>
+              <XAxis dataKey="t" minTickGap={40} />
+              <YAxis tickFormatter={(v) => formatBytes(Number(v))} width={80} />
+              <Tooltip formatter={(v) => `${formatBytes(Number(v))}/s`} />
+              <Legend />
+              <Line type="monotone" dataKey="in" name="bytes in/s" stroke="#2563eb" dot={false} isAnimationActive={false} />
+              <Line type="monotone" dataKey="out" name="bytes out/s" stroke="#16a34a" dot={false} isAnimationActive={false} />
+            </LineChart>
+          </ResponsiveContainer>
+        )}
+      </div>
       {states.data?.errors.length ? <p className="state error">{states.data.errors.join("; ")}</p> : null}
       <h2>Messages in per second (live)</h2>
       <div className="chart" aria-label="Messages in per second">
@@ -85,10 +120,10 @@ export function Overview() {
             <p className="state empty">No topics yet. <Link to="/topics">Create one</Link>.</p>
           ) : (
             <table className="table compact">
-              <thead><tr><th>Topic</th><th className="num">Messages/s</th></tr></thead>
+              <thead><tr><th>Topic</th><th className="num">Bytes in/s</th><th className="num">Bytes out/s</th><th className="num">Messages/s</th></tr></thead>
               <tbody>
                 {byTraffic.map((t) => (
-                  <tr key={t.name}><td><Link to={`/topics/${encodeURIComponent(t.name)}`}>{t.name}</Link></td><td className="num">{formatNumber(t.rate, 1)}</td></tr>
+                  <tr key={t.name}><td><Link to={`/topics/${encodeURIComponent(t.name)}`}>{t.name}</Link></td><td className="num">{formatBytes(Math.round(t.bytesIn))}</td><td className="num">{formatBytes(Math.round(t.bytesOut))}</td><td className="num">{formatNumber(t.rate, 1)}</td></tr>
                 ))}
               </tbody>
             </table>

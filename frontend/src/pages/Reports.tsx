@@ -2,11 +2,11 @@ import { Bar, BarChart, CartesianGrid, Legend, Line, LineChart, ResponsiveContai
 import { isNotFound } from "../api/client";
 import { atLeast, useMe } from "../api/hooks/auth";
 import {
-  useLagReport, useReportRuns, useRetentionReport, useRunReport, useThroughputReport, useUsageReport,
-  type ReportJob,
+  useCompactionReport, useLagReport, usePeaksReport, useReportRuns, useRetentionReport, useRunReport,
+  useSkewReport, useThroughputReport, useUsageReport, type ReportJob,
 } from "../api/hooks/reports";
 import { ErrorState, FormError, Loading, NotAvailable } from "../components/States";
-import { formatBytes, formatDuration, formatTime } from "../lib/format";
+import { formatBytes, formatDuration, formatNumber, formatTime } from "../lib/format";
 
 const COLORS = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2"];
 
@@ -42,6 +42,9 @@ export function Reports() {
   const tput = useThroughputReport("", "hour", 24);
   const ret = useRetentionReport();
   const usage = useUsageReport("hour", 7);
+  const peaks = usePeaksReport();
+  const skew = useSkewReport(24);
+  const compaction = useCompactionReport();
 
   if (isNotFound(runs.error)) {
     return (
@@ -54,6 +57,13 @@ export function Reports() {
   const lagP = pivot(lag.data?.rows ?? [], (r) => r.group_id, (r) => r.offset_lag);
   const tputP = pivot(tput.data?.rows ?? [], (r) => r.topic, (r) => r.records);
   const usageP = pivot(usage.data?.rows ?? [], (r) => r.service_account, (r) => r.bytes_in + r.bytes_out);
+  const skewP = pivot(skew.data?.rows ?? [], (r) => r.topic, (r) => r.skew);
+  const hot = (skew.data?.rows ?? []).filter((r) => r.hot_partition !== null).slice(-10).reverse();
+  const compRows = (compaction.data?.rows ?? []).map((r) => ({
+    ...r,
+    name: `${r.topic}[${r.partition}]`,
+    percent: r.effectiveness === null ? 0 : Number((r.effectiveness * 100).toFixed(1)),
+  }));
   const retRows = Object.values(
     (ret.data?.rows ?? []).reduce<Record<string, { topic: string; bytes: number; d24: number }>>((acc, r) => {
       const x = (acc[r.topic] ??= { topic: r.topic, bytes: 0, d24: 0 });
@@ -102,9 +112,63 @@ export function Reports() {
           </LineChart>
         </ResponsiveContainer>
       )} />
+      <Chart title="Peak minute per topic (24 h)" q={peaks} render={() => (
+        <>
+          <ResponsiveContainer width="100%" height={240}>
+            <BarChart data={peaks.data!.rows} aria-label="Peak and mean records per minute"><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="topic" /><YAxis /><Tooltip /><Legend />
+              <Bar dataKey="peak_records" name="records in the peak minute" fill={COLORS[2]} isAnimationActive={false} />
+              <Bar dataKey="mean_records" name="mean records per busy minute" fill={COLORS[0]} isAnimationActive={false} />
+            </BarChart>
+          </ResponsiveContainer>
+          <table className="table compact" aria-label="Peaks">
+            <thead><tr><th>Topic</th><th>Peak minute</th><th className="num">Records</th><th className="num">Peak bytes</th><th className="num">Mean records/min</th></tr></thead>
+            <tbody>
+              {peaks.data!.rows.map((r) => (
+                <tr key={r.topic}><td>{r.topic}</td><td>{formatTime(r.peak_ts)}</td><td className="num">{formatNumber(r.peak_records)}</td><td className="num">{formatBytes(r.peak_bytes)}</td><td className="num">{formatNumber(r.mean_records, 1)}</td></tr>
+              ))}
+            </tbody>
+          </table>
+        </>
+      )} />
+      <Chart title="Partition skew per hour (1.0 is even; 2 or more has a hot partition)" q={skew} render={() => (
+        <>
+          <ResponsiveContainer width="100%" height={240}>
+            <LineChart data={skewP.data} aria-label="Skew per topic"><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} /><YAxis /><Tooltip /><Legend />
+              {skewP.names.map((n, i) => <Line key={n} dataKey={n} stroke={COLORS[i % COLORS.length]} isAnimationActive={false} />)}
+            </LineChart>
+          </ResponsiveContainer>
+          {hot.length === 0 ? <p className="muted">No hot partition in the last 24 hours.</p> : (
+            <table className="table compact" aria-label="Hot partitions">
+              <thead><tr><th>Hour</th><th>Topic</th><th className="num">Hot partition</th><th className="num">Share of records</th><th className="num">Skew</th></tr></thead>
+              <tbody>
+                {hot.map((r) => (
+                  <tr key={`${r.ts}-${r.topic}`}><td>{formatTime(r.ts)}</td><td>{r.topic}</td><td className="num">{r.hot_partition}</td><td className="num">{formatNumber(r.max_share * 100, 1)} %</td><td className="num">{formatNumber(r.skew, 2)}</td></tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+        </>
+      )} />
+      <Chart title="Compaction effectiveness (distinct keys / records; 100 % is fully compacted)" q={compaction} render={() => (
+        <>
+          <ResponsiveContainer width="100%" height={240}>
+            <BarChart data={compRows} aria-label="Compaction effectiveness"><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="name" /><YAxis domain={[0, 100]} unit=" %" /><Tooltip /><Legend />
+              <Bar dataKey="percent" name="effectiveness %" fill={COLORS[1]} isAnimationActive={false} />
+            </BarChart>
+          </ResponsiveContainer>
+          <table className="table compact" aria-label="Compaction">
+            <thead><tr><th>Partition</th><th className="num">Records</th><th className="num">Distinct keys</th><th className="num">Tombstones</th><th className="num">Keyless</th></tr></thead>
+            <tbody>
+              {compRows.map((r) => (
+                <tr key={r.name}><td>{r.name}</td><td className="num">{formatNumber(r.records)}</td><td className="num">{formatNumber(r.distinct_keys)}</td><td className="num">{formatNumber(r.tombstones)}</td><td className="num">{formatNumber(r.keyless)}</td></tr>
+              ))}
+            </tbody>
+          </table>
+        </>
+      )} />
       <Chart title="Retention: stored and deleted within 24 h" q={ret} render={() => (
         <ResponsiveContainer width="100%" height={240}>
-          <BarChart data={retRows}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="topic" /><YAxis tickFormatter={(v) => formatBytes(v)} /><Tooltip formatter={(v) => formatBytes(Number(v))} /><Legend />
+          <BarChart data={retRows}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="topic" /><YAxis tickFormatter={(v) => formatBytes(v)} width={80} /><Tooltip formatter={(v) => formatBytes(Number(v))} /><Legend />
             <Bar dataKey="bytes" name="stored" fill={COLORS[0]} isAnimationActive={false} />
             <Bar dataKey="d24" name="deleted within 24 h" fill={COLORS[2]} isAnimationActive={false} />
           </BarChart>
@@ -112,7 +176,7 @@ export function Reports() {
       )} />
       <Chart title="Usage: bytes in + out per service account (7 days)" q={usage} render={() => (
         <ResponsiveContainer width="100%" height={240}>
-          <LineChart data={usageP.data}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} /><YAxis tickFormatter={(v) => formatBytes(v)} /><Tooltip formatter={(v) => formatBytes(Number(v))} /><Legend />
+          <LineChart data={usageP.data}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} /><YAxis tickFormatter={(v) => formatBytes(v)} width={80} /><Tooltip formatter={(v) => formatBytes(Number(v))} /><Legend />
             {usageP.names.map((n, i) => <Line key={n} dataKey={n} stroke={COLORS[i % COLORS.length]} dot={false} isAnimationActive={false} />)}
           </LineChart>
         </ResponsiveContainer>

@@ -1,6 +1,6 @@
 // Reports from the analytics API contract (docs/console.md); a 404 means not available yet.
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { requestJson } from "../client";
+import { client, requestJson, unwrap, type Schemas } from "../client";
 
 export type ReportJob = "lag" | "throughput" | "retention" | "usage";
 export interface ReportRun {
@@ -66,5 +66,34 @@ export function useRunReport() {
   return useMutation({
     mutationFn: (job: ReportJob) => requestJson<unknown>("POST", "/api/v1/reports/runs/", { job }),
     onSuccess: () => qc.invalidateQueries({ queryKey: ["reports", "runs"] }),
+  });
+}
+
+// Peaks, skew and compaction effectiveness: typed from the generated schema.
+export type PeakRow = Schemas["PeaksReportRow"];
+export type SkewRow = Schemas["SkewReportRow"];
+export type CompactionRow = Schemas["CompactionReportRow"];
+
+export function usePeaksReport() {
+  return useQuery({
+    queryKey: ["reports", "peaks"],
+    queryFn: () => unwrap(client.GET("/api/v1/reports/peaks/")),
+    retry: false,
+  });
+}
+
+export function useSkewReport(hours = 24) {
+  return useQuery({
+    queryKey: ["reports", "skew", hours],
+    queryFn: () => unwrap(client.GET("/api/v1/reports/skew/", { params: { query: { hours } } })),
+    retry: false,
+  });
+}
+
+export function useCompactionReport() {
+  return useQuery({
+    queryKey: ["reports", "compaction"],
+    queryFn: () => unwrap(client.GET("/api/v1/reports/compaction/")),
+    retry: false,
   });
 }
