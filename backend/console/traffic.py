@@ -8,8 +8,9 @@ answers raw counters per broker and topic; the page turns two readings into byte
 any process answers, many tabs poll at their own pace, and a broker that restarts (its
 counters start again from 0) or misses a reading is handled per series by the reader.
 
-Replication traffic authenticates with the cluster secret (no tenant), so it never counts
-towards an organisation; the console's own reads for this organisation do.
+The brokers count leader appends and clients' fetches only (not replication), so bytes are
+not multiplied by the replication factor; the console's own reads for this organisation
+count (they are its traffic).
 """
 
 from __future__ import annotations
