@@ -41,7 +41,7 @@ def test_only_the_callers_tenant_series_are_kept():
             (ALPHA, "orders", 500, 300),
             (ALPHA, "audit", 0, 70),
             (BRAVO, "orders", 99_000, 88_000),  # the same topic name in another tenant
-            (None, "orders", 5_000, 5_000),  # replication / static keys: no tenant
+            (None, "orders", 5_000, 5_000),  # static-file keys: no tenant
         ]
     )
     assert tenant_byte_counters(text, ALPHA) == {
