@@ -1,7 +1,6 @@
 // The one place the console talks HTTP: an openapi-fetch client typed from the control
-// plane's schema (schema.d.ts, generated from backend/openapi.yaml), plus a small untyped
-// helper for routes that are not in the schema yet. Components never call fetch: they use the
-// hooks in ./hooks, one module per resource.
+// plane's schema (schema.d.ts, generated from backend/openapi.yaml). Components never call
+// fetch: they use the hooks in ./hooks, one module per resource, all over this client.
 import createClient, { type Middleware } from "openapi-fetch";
 import type { components, paths } from "./schema";
 
@@ -63,33 +62,6 @@ export async function unwrap<T>(
   const { data, error, response } = answer;
   if (!response.ok || error !== undefined) throw toApiError(response.status, error);
   return data as T;
-}
-
-/** For routes not in the generated schema yet (another issue's API, contract-typed). */
-export async function requestJson<T>(method: string, path: string, body?: unknown): Promise<T> {
-  const headers: Record<string, string> = { Accept: "application/json" };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  if (method !== "GET") headers["X-CSRFToken"] = csrfToken();
-  let resp: Response;
-  try {
-    resp = await fetch(path, {
-      method,
-      headers,
-      credentials: "same-origin",
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-  } catch {
-    throw toApiError(0, null);
-  }
-  const text = await resp.text();
-  let doc: unknown = null;
-  try {
-    doc = text ? JSON.parse(text) : null;
-  } catch {
-    doc = null;
-  }
-  if (!resp.ok) throw toApiError(resp.status, doc);
-  return doc as T;
 }
 
 export function isNotFound(e: unknown): boolean {
