@@ -292,6 +292,10 @@ await step("reports page draws stored reports", async () => {
   const bars = await page.locator(".recharts-bar-rectangle path").count();
   // lag, throughput, peaks, skew, compaction, retention, usage
   if (charts < 7 || lines < 4 || bars < 3) throw new Error(`charts ${charts}, lines ${lines}, bars ${bars}`);
+  // time axes read as local times for people, never raw ISO timestamps
+  const ticks = await page.locator(".recharts-cartesian-axis-tick-value").allTextContents();
+  const iso = ticks.filter((t) => /\d{4}-\d{2}-\d{2}T\d{2}:/.test(t));
+  if (ticks.length === 0 || iso.length) throw new Error(`axis ticks: ${ticks.length}, raw ISO: ${iso.slice(0, 3).join(", ")}`);
   await shot("reports");
 });
 

@@ -9,6 +9,7 @@ import { isNotFound } from "../api/client";
 import { ErrorState, Loading } from "../components/States";
 import { formatBytes, formatNumber } from "../lib/format";
 import { useByteRates, useMessageRates } from "../lib/rates";
+import { timeAxis } from "../lib/time";
 
 export function Overview() {
   const brokers = useBrokers();
@@ -20,6 +21,8 @@ export function Overview() {
   const traffic = useTraffic(3000);
   const byteRates = useByteRates(traffic.data);
   const bytesNow = byteRates[byteRates.length - 1];
+  const byteAx = timeAxis(byteRates.map((r) => r.t));
+  const rateAx = timeAxis(rates.map((r) => r.t));
 
   const partitions = states.data?.topics.flatMap((t) => t.partitions) ?? [];
   const underReplicated = partitions.filter((p) => p.under_replicated && !p.offline).length;
@@ -86,10 +89,10 @@ export function Overview() {
           <p className="muted">The chart fills in over the next few seconds.</p>
         ) : (
           <ResponsiveContainer width="100%" height={180}>
-            <LineChart data={byteRates.map((r) => ({ t: new Date(r.t).toLocaleTimeString(), in: Math.round(r.bytesIn), out: Math.round(r.bytesOut) }))}>
-              <XAxis dataKey="t" minTickGap={40} />
+            <LineChart data={byteRates.map((r) => ({ t: r.t, in: Math.round(r.bytesIn), out: Math.round(r.bytesOut) }))}>
+              <XAxis dataKey="t" minTickGap={40} tickFormatter={byteAx.tick} />
               <YAxis tickFormatter={(v) => formatBytes(Number(v))} width={80} />
-              <Tooltip formatter={(v) => `${formatBytes(Number(v))}/s`} />
+              <Tooltip labelFormatter={byteAx.label} formatter={(v) => `${formatBytes(Number(v))}/s`} />
               <Legend />
               <Line type="monotone" dataKey="in" name="bytes in/s" stroke="#2563eb" dot={false} isAnimationActive={false} />
               <Line type="monotone" dataKey="out" name="bytes out/s" stroke="#16a34a" dot={false} isAnimationActive={false} />
@@ -104,10 +107,10 @@ export function Overview() {
           <p className="muted">The chart fills in over the next few seconds.</p>
         ) : (
           <ResponsiveContainer width="100%" height={180}>
-            <LineChart data={rates.map((r) => ({ t: new Date(r.t).toLocaleTimeString(), rate: Number(r.total.toFixed(2)) }))}>
-              <XAxis dataKey="t" minTickGap={40} />
+            <LineChart data={rates.map((r) => ({ t: r.t, rate: Number(r.total.toFixed(2)) }))}>
+              <XAxis dataKey="t" minTickGap={40} tickFormatter={rateAx.tick} />
               <YAxis allowDecimals />
-              <Tooltip />
+              <Tooltip labelFormatter={rateAx.label} />
               <Line type="monotone" dataKey="rate" stroke="#2563eb" dot={false} isAnimationActive={false} />
             </LineChart>
           </ResponsiveContainer>

@@ -6,7 +6,8 @@ import {
   useSkewReport, useThroughputReport, useUsageReport, type ReportJob,
 } from "../api/hooks/reports";
 import { ErrorState, FormError, Loading, NotAvailable } from "../components/States";
-import { formatBytes, formatDuration, formatNumber, formatTime } from "../lib/format";
+import { formatBytes, formatDuration, formatNumber } from "../lib/format";
+import { formatTimeFull, timeAxis } from "../lib/time";
 
 const COLORS = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2"];
 
@@ -58,6 +59,8 @@ export function Reports() {
   const tputP = pivot(tput.data?.rows ?? [], (r) => r.topic, (r) => r.records);
   const usageP = pivot(usage.data?.rows ?? [], (r) => r.service_account, (r) => r.bytes_in + r.bytes_out);
   const skewP = pivot(skew.data?.rows ?? [], (r) => r.topic, (r) => r.skew);
+  const axis = (p: { data: Record<string, string | number>[] }) => timeAxis(p.data.map((r) => r.ts));
+  const [lagAx, tputAx, usageAx, skewAx] = [lagP, tputP, usageP, skewP].map(axis);
   const hot = (skew.data?.rows ?? []).filter((r) => r.hot_partition !== null).slice(-10).reverse();
   const compRows = (compaction.data?.rows ?? []).map((r) => ({
     ...r,
@@ -84,7 +87,7 @@ export function Reports() {
             <thead><tr><th>Job</th><th>Status</th><th>Started</th><th>Took</th><th>Error</th></tr></thead>
             <tbody>
               {runs.data.results.slice(0, 10).map((r) => (
-                <tr key={r.id}><td>{r.job}</td><td><span className={`badge ${r.status}`}>{r.status}</span></td><td>{formatTime(r.started_at)}</td><td>{r.duration_s === null ? "—" : formatDuration(r.duration_s * 1000)}</td><td>{r.error ?? ""}</td></tr>
+                <tr key={r.id}><td>{r.job}</td><td><span className={`badge ${r.status}`}>{r.status}</span></td><td>{formatTimeFull(r.started_at)}</td><td>{r.duration_s === null ? "—" : formatDuration(r.duration_s * 1000)}</td><td>{r.error ?? ""}</td></tr>
               ))}
             </tbody>
           </table>
@@ -100,14 +103,14 @@ export function Reports() {
       </div>
       <Chart title="Consumer lag (24 h)" q={lag} render={() => (
         <ResponsiveContainer width="100%" height={240}>
-          <LineChart data={lagP.data}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} /><YAxis /><Tooltip /><Legend />
+          <LineChart data={lagP.data}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} tickFormatter={lagAx.tick} /><YAxis /><Tooltip labelFormatter={lagAx.label} /><Legend />
             {lagP.names.map((n, i) => <Line key={n} dataKey={n} stroke={COLORS[i % COLORS.length]} dot={false} isAnimationActive={false} />)}
           </LineChart>
         </ResponsiveContainer>
       )} />
       <Chart title="Throughput, records per hour (24 h)" q={tput} render={() => (
         <ResponsiveContainer width="100%" height={240}>
-          <LineChart data={tputP.data}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} /><YAxis /><Tooltip /><Legend />
+          <LineChart data={tputP.data}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} tickFormatter={tputAx.tick} /><YAxis /><Tooltip labelFormatter={tputAx.label} /><Legend />
             {tputP.names.map((n, i) => <Line key={n} dataKey={n} stroke={COLORS[i % COLORS.length]} dot={false} isAnimationActive={false} />)}
           </LineChart>
         </ResponsiveContainer>
@@ -124,7 +127,7 @@ export function Reports() {
             <thead><tr><th>Topic</th><th>Peak minute</th><th className="num">Records</th><th className="num">Peak bytes</th><th className="num">Mean records/min</th></tr></thead>
             <tbody>
               {peaks.data!.rows.map((r) => (
-                <tr key={r.topic}><td>{r.topic}</td><td>{formatTime(r.peak_ts)}</td><td className="num">{formatNumber(r.peak_records)}</td><td className="num">{formatBytes(r.peak_bytes)}</td><td className="num">{formatNumber(r.mean_records, 1)}</td></tr>
+                <tr key={r.topic}><td>{r.topic}</td><td>{formatTimeFull(r.peak_ts)}</td><td className="num">{formatNumber(r.peak_records)}</td><td className="num">{formatBytes(r.peak_bytes)}</td><td className="num">{formatNumber(r.mean_records, 1)}</td></tr>
               ))}
             </tbody>
           </table>
@@ -133,7 +136,7 @@ export function Reports() {
       <Chart title="Partition skew per hour (1.0 is even; 2 or more has a hot partition)" q={skew} render={() => (
         <>
           <ResponsiveContainer width="100%" height={240}>
-            <LineChart data={skewP.data} aria-label="Skew per topic"><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} /><YAxis /><Tooltip /><Legend />
+            <LineChart data={skewP.data} aria-label="Skew per topic"><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} tickFormatter={skewAx.tick} /><YAxis /><Tooltip labelFormatter={skewAx.label} /><Legend />
               {skewP.names.map((n, i) => <Line key={n} dataKey={n} stroke={COLORS[i % COLORS.length]} isAnimationActive={false} />)}
             </LineChart>
           </ResponsiveContainer>
@@ -142,7 +145,7 @@ export function Reports() {
               <thead><tr><th>Hour</th><th>Topic</th><th className="num">Hot partition</th><th className="num">Share of records</th><th className="num">Skew</th></tr></thead>
               <tbody>
                 {hot.map((r) => (
-                  <tr key={`${r.ts}-${r.topic}`}><td>{formatTime(r.ts)}</td><td>{r.topic}</td><td className="num">{r.hot_partition}</td><td className="num">{formatNumber(r.max_share * 100, 1)} %</td><td className="num">{formatNumber(r.skew, 2)}</td></tr>
+                  <tr key={`${r.ts}-${r.topic}`}><td>{formatTimeFull(r.ts)}</td><td>{r.topic}</td><td className="num">{r.hot_partition}</td><td className="num">{formatNumber(r.max_share * 100, 1)} %</td><td className="num">{formatNumber(r.skew, 2)}</td></tr>
                 ))}
               </tbody>
             </table>
@@ -176,7 +179,7 @@ export function Reports() {
       )} />
       <Chart title="Usage: bytes in + out per service account (7 days)" q={usage} render={() => (
         <ResponsiveContainer width="100%" height={240}>
-          <LineChart data={usageP.data}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} /><YAxis tickFormatter={(v) => formatBytes(v)} width={80} /><Tooltip formatter={(v) => formatBytes(Number(v))} /><Legend />
+          <LineChart data={usageP.data}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} tickFormatter={usageAx.tick} /><YAxis tickFormatter={(v) => formatBytes(v)} width={80} /><Tooltip labelFormatter={usageAx.label} formatter={(v) => formatBytes(Number(v))} /><Legend />
             {usageP.names.map((n, i) => <Line key={n} dataKey={n} stroke={COLORS[i % COLORS.length]} dot={false} isAnimationActive={false} />)}
           </LineChart>
         </ResponsiveContainer>

@@ -10,6 +10,7 @@ import { Field } from "../components/Field";
 import { ErrorState, FormError, Loading, fieldErrors } from "../components/States";
 import { formatBytes, formatNumber } from "../lib/format";
 import { useMessageRates } from "../lib/rates";
+import { timeAxis } from "../lib/time";
 import { LiveTail } from "./LiveTail";
 import { MessageBrowser } from "./MessageBrowser";
 import { ProduceForm } from "./ProduceForm";
@@ -162,15 +163,17 @@ function Throughput({ topic }: { topic: string }) {
     h.bytes += r.bytes;
   }
   const history = Object.values(hist).sort((a, b) => a.ts.localeCompare(b.ts));
+  const liveAx = timeAxis(rates.map((r) => r.t));
+  const histAx = timeAxis(history.map((h) => h.ts));
   return (
     <>
       <h3>Live messages/s</h3>
       {rates.length < 2 ? <p className="muted">Measuring… the chart fills in over a few seconds.</p> : (
         <ResponsiveContainer width="100%" height={200}>
-          <LineChart data={rates.map((r) => ({ t: new Date(r.t).toLocaleTimeString(), rate: Number((r.byTopic[topic] ?? 0).toFixed(2)) }))}>
-            <XAxis dataKey="t" minTickGap={40} />
+          <LineChart data={rates.map((r) => ({ t: r.t, rate: Number((r.byTopic[topic] ?? 0).toFixed(2)) }))}>
+            <XAxis dataKey="t" minTickGap={40} tickFormatter={liveAx.tick} />
             <YAxis />
-            <Tooltip />
+            <Tooltip labelFormatter={liveAx.label} />
             <Line type="monotone" dataKey="rate" stroke="#2563eb" dot={false} isAnimationActive={false} />
           </LineChart>
         </ResponsiveContainer>
@@ -181,9 +184,9 @@ function Throughput({ topic }: { topic: string }) {
       ) : history.length === 0 ? <p className="state empty">No report rows for this topic yet.</p> : (
         <ResponsiveContainer width="100%" height={200}>
           <LineChart data={history}>
-            <XAxis dataKey="ts" minTickGap={60} />
+            <XAxis dataKey="ts" minTickGap={60} tickFormatter={histAx.tick} />
             <YAxis />
-            <Tooltip />
+            <Tooltip labelFormatter={histAx.label} />
             <Line type="monotone" dataKey="records" stroke="#16a34a" dot={false} isAnimationActive={false} />
           </LineChart>
         </ResponsiveContainer>
