@@ -36,7 +36,15 @@ class BrokerError(ApplicationError):
         self.status_code = status if 400 <= status < 600 else 502
 
 
-def _request(method: str, url: str, *, token: str | None, body: Any = None, auth: str = ""):
+def _request(
+    method: str,
+    url: str,
+    *,
+    token: str | None,
+    body: Any = None,
+    auth: str = "",
+    timeout_s: float = TIMEOUT_S,
+):
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method)
     if data is not None:
@@ -46,7 +54,7 @@ def _request(method: str, url: str, *, token: str | None, body: Any = None, auth
     if auth:
         req.add_header("Authorization", auth)
     try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             raw = resp.read()
             ctype = resp.headers.get("Content-Type", "")
             return resp.status, (json.loads(raw) if "json" in ctype and raw else raw)
@@ -140,8 +148,10 @@ def metadata(url, token) -> dict:
     return call("GET", f"{url}/sluice/v1/metadata", token=token)
 
 
-def metrics_text(url: str) -> str:
+def metrics_text(url: str, *, timeout_s: float = TIMEOUT_S) -> str:
     """The broker's Prometheus text (operators' credential: the cluster secret)."""
     secret = settings.SLUICE_CLUSTER_SECRET
-    _, raw = _request("GET", f"{url}/metrics", token=None, auth=f"Cluster {secret}")
+    _, raw = _request(
+        "GET", f"{url}/metrics", token=None, auth=f"Cluster {secret}", timeout_s=timeout_s
+    )
     return raw.decode() if isinstance(raw, bytes) else str(raw)
