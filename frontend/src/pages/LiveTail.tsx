@@ -101,7 +101,7 @@ export function LiveTail({ topic }: { topic: TopicDetail }) {
           <thead><tr><th className="num">Offset</th><th>Time</th><th>Key</th><th>Value</th></tr></thead>
           <tbody>
             {shown.map((r) => (
-              <tr key={r.offset} className="clickable" tabIndex={0} onClick={() => setOpen(open === r.offset ? null : r.offset)} onKeyDown={(e) => { if (e.key === "Enter") setOpen(open === r.offset ? null : r.offset); }}>
+              <tr key={r.offset} className="clickable" tabIndex={0} onClick={() => setOpen(open === r.offset ? null : r.offset)} aria-expanded={open === r.offset} onKeyDown={(e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); setOpen(open === r.offset ? null : r.offset); } }}>
                 <td className="num">{r.offset}</td>
                 <td>{formatTime(r.timestamp)}</td>
                 <td><code>{r.key === null ? "(null)" : typeof r.key === "string" ? r.key : JSON.stringify(r.key)}</code></td>

@@ -82,7 +82,11 @@ export function Overview() {
       </div>
       {states.isError && <ErrorState error={states.error} what="partition state" />}
       {traffic.isError && <ErrorState error={traffic.error} what="live byte counters" />}
-      {traffic.data?.errors.length ? <p className="state error">{traffic.data.errors.join("; ")}</p> : null}
+      {traffic.data?.errors.length ? (
+        <p className="state error" role="status">
+          Live bytes leave out the brokers that could not be read just now: {traffic.data.errors.join("; ")}.
+        </p>
+      ) : null}
       <h2>Bytes in and out per second (live)</h2>
       <div className="chart" aria-label="Bytes in and out per second">
         {byteRates.length < 2 ? (
@@ -100,7 +104,11 @@ export function Overview() {
           </ResponsiveContainer>
         )}
       </div>
-      {states.data?.errors.length ? <p className="state error">{states.data.errors.join("; ")}</p> : null}
+      {states.data?.errors.length ? (
+        <p className="state error" role="status">
+          Partition state leaves out what could not be read just now: {states.data.errors.join("; ")}.
+        </p>
+      ) : null}
       <h2>Messages in per second (live)</h2>
       <div className="chart" aria-label="Messages in per second">
         {rates.length < 2 ? (
@@ -119,7 +127,9 @@ export function Overview() {
       <div className="two-col">
         <div>
           <h2>Top topics by traffic</h2>
-          {topics.length === 0 ? (
+          {states.isPending ? <Loading what="topics" /> : states.isError ? (
+            <p className="muted">Topics could not be loaded (see above).</p>
+          ) : topics.length === 0 ? (
             <p className="state empty">No topics yet. <Link to="/topics">Create one</Link>.</p>
           ) : (
             <table className="table compact">

@@ -24,11 +24,13 @@ function pivot<T extends { ts: string }>(rows: T[], series: (r: T) => string, va
   return { data: Object.values(byTs).sort((a, b) => String(a.ts).localeCompare(String(b.ts))), names: [...names].slice(0, 6) };
 }
 
-function Chart({ title, q, render }: { title: string; q: { isPending: boolean; isError: boolean; error: unknown; data?: { rows: unknown[] } }; render: () => React.ReactNode }) {
+type ReportQuery = { isPending: boolean; isError: boolean; error: unknown; data?: { rows: unknown[] }; refetch: () => unknown };
+
+function Chart({ title, q, render }: { title: string; q: ReportQuery; render: () => React.ReactNode }) {
   return (
     <div className="panel">
       <h2>{title}</h2>
-      {q.isPending ? <Loading what={title.toLowerCase()} /> : q.isError ? <ErrorState error={q.error} what={title.toLowerCase()} /> : !q.data?.rows.length ? (
+      {q.isPending ? <Loading what={title.toLowerCase()} /> : q.isError ? <ErrorState error={q.error} what={title.toLowerCase()} onRetry={() => q.refetch()} /> : !q.data?.rows.length ? (
         <p className="state empty">No rows yet: the report has not run, or there was nothing to count.</p>
       ) : render()}
     </div>
@@ -80,7 +82,7 @@ export function Reports() {
       <h1 id="reports-title">Reports</h1>
       <div className="panel">
         <h2>Runs</h2>
-        {runs.isPending ? <Loading what="report runs" /> : runs.isError ? <ErrorState error={runs.error} what="report runs" /> : runs.data.results.length === 0 ? (
+        {runs.isPending ? <Loading what="report runs" /> : runs.isError ? <ErrorState error={runs.error} what="report runs" onRetry={() => runs.refetch()} /> : runs.data.results.length === 0 ? (
           <p className="state empty">No report has run yet.</p>
         ) : (
           <table className="table compact" aria-label="Report runs">
@@ -100,6 +102,7 @@ export function Reports() {
           </div>
         )}
         <FormError error={run.error} />
+        {run.isSuccess && <p className="muted" role="status">The {run.variables} run is queued; the table above shows it when it starts and finishes.</p>}
       </div>
       <Chart title="Consumer lag (24 h)" q={lag} render={() => (
         <ResponsiveContainer width="100%" height={240}>

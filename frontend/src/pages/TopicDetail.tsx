@@ -97,11 +97,11 @@ function Configs({ topic }: { topic: TopicDetail }) {
               <td><label htmlFor={`cfg-${k}`}>{k}</label></td>
               <td>
                 {canWrite ? (
-                  <input id={`cfg-${k}`} value={edits[k] ?? topic.effective_configs[k]} onChange={(e) => setEdits({ ...edits, [k]: e.target.value })} aria-invalid={fieldErrors(alter.error, k).length ? true : undefined} />
+                  <input id={`cfg-${k}`} value={edits[k] ?? topic.effective_configs[k]} onChange={(e) => setEdits({ ...edits, [k]: e.target.value })} aria-invalid={fieldErrors(alter.error, k).length ? true : undefined} aria-describedby={fieldErrors(alter.error, k).length ? `cfg-${k}-error` : undefined} />
                 ) : (
                   <code id={`cfg-${k}`}>{topic.effective_configs[k]}</code>
                 )}
-                {fieldErrors(alter.error, k).map((m) => <small key={m} className="field-error">{m}</small>)}
+                {fieldErrors(alter.error, k).length > 0 && <small id={`cfg-${k}-error`} className="field-error" role="alert">{fieldErrors(alter.error, k).join(" ")}</small>}
               </td>
               <td>{k in topic.configs ? "topic" : "default"}</td>
             </tr>

@@ -35,7 +35,7 @@ function Body() {
             <thead><tr><th>When</th><th>Who</th><th>Action</th><th>Object</th><th>From</th></tr></thead>
             <tbody>
               {audit.data.results.map((ev) => (
-                <tr key={ev.id} className="clickable" tabIndex={0} onClick={() => setOpen(open === ev.id ? null : ev.id)} onKeyDown={(e) => { if (e.key === "Enter") setOpen(open === ev.id ? null : ev.id); }}>
+                <tr key={ev.id} className="clickable" tabIndex={0} onClick={() => setOpen(open === ev.id ? null : ev.id)} aria-expanded={open === ev.id} onKeyDown={(e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); setOpen(open === ev.id ? null : ev.id); } }}>
                   <td>{formatTime(ev.created_at)}</td>
                   <td>{ev.actor}</td>
                   <td><code>{ev.action}</code></td>
