@@ -1,11 +1,11 @@
 import { useState } from "react";
-import { useParams } from "react-router-dom";
+import { Link, useParams } from "react-router-dom";
 import { ApiError, isNotFound } from "../api/client";
 import { atLeast, useMe } from "../api/hooks/auth";
 import { useGroup, useResetOffsets, useUndoReset, type ResetPlan, type ResetStrategy } from "../api/hooks/groups";
 import { Field } from "../components/Field";
 import { LagTable } from "../components/LagTable";
-import { ErrorState, FormError, Loading, NotAvailable, fieldErrors } from "../components/States";
+import { Empty, ErrorState, FormError, Loading, fieldErrors } from "../components/States";
 import { formatNumber } from "../lib/format";
 
 const STRATEGIES: { value: ResetStrategy; label: string; help: string }[] = [
@@ -111,8 +111,15 @@ export function GroupDetailPage() {
   const group = useGroup(groupId);
   const me = useMe().data;
   if (group.isPending) return <Loading what={`group ${groupId}`} />;
-  if (isNotFound(group.error)) return <NotAvailable feature={`Consumer group “${groupId}” or consumer groups`} detail="The group does not exist (any more), or this control plane has no consumer groups yet." />;
-  if (group.isError) return <ErrorState error={group.error} what={`group ${groupId}`} />;
+  if (isNotFound(group.error)) {
+    return (
+      <Empty>
+        There is no consumer group “{groupId}” in this organisation (it may have been deleted).{" "}
+        <Link to="/groups">See all consumer groups</Link>.
+      </Empty>
+    );
+  }
+  if (group.isError) return <ErrorState error={group.error} what={`group ${groupId}`} onRetry={() => group.refetch()} />;
   const g = group.data;
   const topics = [...new Set(g.offsets.map((o) => o.topic))];
   return (
@@ -128,7 +135,7 @@ export function GroupDetailPage() {
           <tbody>
             {g.members.map((m) => (
               <tr key={m.member_id}>
-                <td><code>{m.member_id}</code></td><td>{m.client_id}</td><td>{m.instance_id ?? "—"}</td>
+                <td><code>{m.member_id}</code></td><td>{m.client_id ?? "—"}</td><td>{m.instance_id ?? "—"}</td>
                 <td>{m.assignments.map((a) => `${a.topic}-${a.partition}`).join(", ") || "none"}</td>
               </tr>
             ))}

@@ -53,7 +53,7 @@ export function Overview() {
       <div className="cards">
         <div className="card">
           <h2>Brokers up</h2>
-          {brokers.isPending ? <Loading what="brokers" /> : brokers.isError ? <ErrorState error={brokers.error} what="brokers" /> : (
+          {brokers.isPending ? <Loading what="brokers" /> : brokers.isError ? <ErrorState error={brokers.error} what="brokers" onRetry={() => brokers.refetch()} /> : (
             <p className={"big" + (live < (brokers.data?.length ?? 0) ? " warn" : "")} data-testid="brokers-up">
               {live} / {brokers.data?.length ?? 0}
             </p>
@@ -80,8 +80,8 @@ export function Overview() {
           <p className="big">{latest ? formatNumber(latest.total, 1) : "measuring…"}</p>
         </div>
       </div>
-      {states.isError && <ErrorState error={states.error} what="partition state" />}
-      {traffic.isError && <ErrorState error={traffic.error} what="live byte counters" />}
+      {states.isError && <ErrorState error={states.error} what="partition state" onRetry={() => states.refetch()} />}
+      {traffic.isError && <ErrorState error={traffic.error} what="live byte counters" onRetry={() => traffic.refetch()} />}
       {traffic.data?.errors.length ? (
         <p className="state error" role="status">
           Live bytes leave out the brokers that could not be read just now: {traffic.data.errors.join("; ")}.
@@ -160,7 +160,7 @@ export function Overview() {
       <h2>Groups in trouble</h2>
       {groups.isPending ? <Loading what="consumer groups" /> : isNotFound(groups.error) ? (
         <p className="muted">Consumer groups are not available on this control plane yet.</p>
-      ) : groups.isError ? <ErrorState error={groups.error} what="consumer groups" /> : trouble.length === 0 ? (
+      ) : groups.isError ? <ErrorState error={groups.error} what="consumer groups" onRetry={() => groups.refetch()} /> : trouble.length === 0 ? (
         <p className="state empty">No consumer group needs attention.</p>
       ) : (
         <table className="table compact">

@@ -1,5 +1,6 @@
 import { useState } from "react";
-import { NavLink, Route, Routes, useParams } from "react-router-dom";
+import { Link, NavLink, Route, Routes, useParams } from "react-router-dom";
+import { isNotFound } from "../api/client";
 import { Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { atLeast, useMe } from "../api/hooks/auth";
 import { useGroup, useGroups } from "../api/hooks/groups";
@@ -7,7 +8,7 @@ import { usePartitionStates } from "../api/hooks/partitions";
 import { useRetentionReport, useThroughputReport } from "../api/hooks/reports";
 import { useAddPartitions, useAlterTopicConfigs, useTopic, type TopicDetail } from "../api/hooks/topics";
 import { Field } from "../components/Field";
-import { ErrorState, FormError, Loading, fieldErrors } from "../components/States";
+import { Empty, ErrorState, FormError, Loading, fieldErrors } from "../components/States";
 import { formatBytes, formatNumber } from "../lib/format";
 import { useMessageRates } from "../lib/rates";
 import { timeAxis } from "../lib/time";
@@ -26,7 +27,7 @@ function Partitions({ topic }: { topic: TopicDetail }) {
   const parts = states.data?.topics[0]?.partitions ?? [];
   return (
     <>
-      {states.isPending ? <Loading what="partitions" /> : states.isError ? <ErrorState error={states.error} what="partitions" /> : (
+      {states.isPending ? <Loading what="partitions" /> : states.isError ? <ErrorState error={states.error} what="partitions" onRetry={() => states.refetch()} /> : (
         <table className="table" aria-label="Partitions">
           <thead>
             <tr>
@@ -50,6 +51,9 @@ function Partitions({ topic }: { topic: TopicDetail }) {
           </tbody>
         </table>
       )}
+      {states.data?.errors.length ? (
+        <p className="state error" role="status">Some partition state could not be read just now: {states.data.errors.join("; ")}.</p>
+      ) : null}
       {!retention.data && <p className="muted">Sizes come from the retention report once it has run.</p>}
       {atLeast(me?.role, "member") && (
         <form
@@ -140,7 +144,7 @@ function Consumers({ topic }: { topic: string }) {
   if (groups.isError) {
     return (groups.error as { status?: number }).status === 404 ? (
       <p className="state empty">Consumer groups are not available on this control plane yet.</p>
-    ) : <ErrorState error={groups.error} what="consumer groups" />;
+    ) : <ErrorState error={groups.error} what="consumer groups" onRetry={() => groups.refetch()} />;
   }
   const list = groups.data.results.slice(0, 50);
   if (!list.length) return <p className="state empty">No consumer group has committed offsets yet.</p>;
@@ -200,7 +204,14 @@ export function TopicDetailPage() {
   const topic = useTopic(name);
   const me = useMe().data;
   if (topic.isPending) return <Loading what={`topic ${name}`} />;
-  if (topic.isError) return <ErrorState error={topic.error} what={`topic ${name}`} />;
+  if (isNotFound(topic.error)) {
+    return (
+      <Empty>
+        There is no topic “{name}” in this organisation (it may have been deleted). <Link to="/topics">See all topics</Link>.
+      </Empty>
+    );
+  }
+  if (topic.isError) return <ErrorState error={topic.error} what={`topic ${name}`} onRetry={() => topic.refetch()} />;
   const t = topic.data;
   const base = `/topics/${encodeURIComponent(name)}`;
   return (

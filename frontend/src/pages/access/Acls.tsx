@@ -63,7 +63,7 @@ function Body() {
         <div className="actions"><button type="submit" className="primary" disabled={create.isPending}>Add ACL</button></div>
       </form>
       {!(create.error instanceof ApiError && Object.keys(create.error.fields).length) && <FormError error={create.error} />}
-      {acls.isPending ? <Loading what="ACLs" /> : acls.isError ? <ErrorState error={acls.error} what="ACLs" /> : acls.data.length === 0 ? (
+      {acls.isPending ? <Loading what="ACLs" /> : acls.isError ? <ErrorState error={acls.error} what="ACLs" onRetry={() => acls.refetch()} /> : acls.data.length === 0 ? (
         <Empty>No ACLs: service accounts have only their role's baseline.</Empty>
       ) : (
         <table className="table" aria-label="ACLs">

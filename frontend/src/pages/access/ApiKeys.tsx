@@ -59,7 +59,7 @@ function Body() {
         <button type="submit" className="primary" disabled={create.isPending || !sa}>Create key</button>
       </form>
       <FormError error={create.error} />
-      {keys.isPending ? <Loading what="API keys" /> : keys.isError ? <ErrorState error={keys.error} what="API keys" /> : keys.data.length === 0 ? (
+      {keys.isPending ? <Loading what="API keys" /> : keys.isError ? <ErrorState error={keys.error} what="API keys" onRetry={() => keys.refetch()} /> : keys.data.length === 0 ? (
         <Empty>No API keys yet.</Empty>
       ) : (
         <table className="table" aria-label="API keys">

@@ -27,7 +27,7 @@ function Body() {
         <label>Action <input value={action} onChange={(e) => { setAction(e.target.value); setOffset(0); }} placeholder="e.g. topic.create" /></label>
         <label>Object type <input value={objectType} onChange={(e) => { setObjectType(e.target.value); setOffset(0); }} placeholder="e.g. api_key" /></label>
       </div>
-      {audit.isPending ? <Loading what="the audit log" /> : audit.isError ? <ErrorState error={audit.error} what="the audit log" /> : audit.data.results.length === 0 ? (
+      {audit.isPending ? <Loading what="the audit log" /> : audit.isError ? <ErrorState error={audit.error} what="the audit log" onRetry={() => audit.refetch()} /> : audit.data.results.length === 0 ? (
         <Empty>No audit events match.</Empty>
       ) : (
         <>

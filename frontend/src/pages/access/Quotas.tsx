@@ -60,7 +60,7 @@ function Body() {
   const name = (id: string | null) => accounts.data?.find((s) => s.id === id)?.name ?? id ?? "";
   return (
     <>
-      {quotas.isPending ? <Loading what="quotas" /> : quotas.isError ? <ErrorState error={quotas.error} what="quotas" /> : quotas.data.length === 0 ? (
+      {quotas.isPending ? <Loading what="quotas" /> : quotas.isError ? <ErrorState error={quotas.error} what="quotas" onRetry={() => quotas.refetch()} /> : quotas.data.length === 0 ? (
         <Empty>No quotas.</Empty>
       ) : (
         <table className="table" aria-label="Quotas">

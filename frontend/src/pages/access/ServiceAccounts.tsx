@@ -40,7 +40,7 @@ function Body() {
         <button type="submit" className="primary" disabled={create.isPending}>Create</button>
       </form>
       {!(create.error instanceof ApiError && Object.keys(create.error.fields).length) && <FormError error={create.error} />}
-      {list.isPending ? <Loading what="service accounts" /> : list.isError ? <ErrorState error={list.error} what="service accounts" /> : list.data.length === 0 ? (
+      {list.isPending ? <Loading what="service accounts" /> : list.isError ? <ErrorState error={list.error} what="service accounts" onRetry={() => list.refetch()} /> : list.data.length === 0 ? (
         <Empty>No service accounts yet. Create one, then give it an API key.</Empty>
       ) : (
         <table className="table" aria-label="Service accounts">
