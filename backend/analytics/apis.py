@@ -30,6 +30,19 @@ def _rows(name: str, fields: dict) -> serializers.Serializer:
     )
 
 
+def _lag_fields() -> dict:
+    """The schema of one lag sample as ``_lag`` answers it."""
+    return {
+        "ts": serializers.DateTimeField(),
+        "group_id": serializers.CharField(),
+        "topic": serializers.CharField(),
+        "partition": serializers.IntegerField(),
+        "offset_lag": serializers.IntegerField(),
+        "time_lag_ms": serializers.IntegerField(allow_null=True),
+        "status": serializers.CharField(),
+    }
+
+
 class RunOutputSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     job = serializers.ChoiceField(choices=JOBS)
@@ -103,8 +116,21 @@ class LagReportApi(TenantAPIView):
             200: inline_serializer(
                 name="LagReport",
                 fields={
-                    "rows": serializers.ListField(child=serializers.DictField()),
-                    "current": serializers.ListField(child=serializers.DictField()),
+                    "rows": serializers.ListField(
+                        child=inline_serializer(name="LagReportRow", fields=_lag_fields())
+                    ),
+                    "current": serializers.ListField(
+                        child=inline_serializer(
+                            name="LagReportCurrent",
+                            fields={
+                                **_lag_fields(),
+                                "catch_up_s": serializers.FloatField(allow_null=True),
+                                "retention_risk": serializers.BooleanField(allow_null=True),
+                                "committed_offset": serializers.IntegerField(),
+                                "log_end_offset": serializers.IntegerField(),
+                            },
+                        )
+                    ),
                 },
             ),
             **errors(400),

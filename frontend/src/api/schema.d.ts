@@ -982,12 +982,33 @@ export interface components {
          */
         KindEnum: "user" | "service_account";
         LagReport: {
-            rows: {
-                [key: string]: unknown;
-            }[];
-            current: {
-                [key: string]: unknown;
-            }[];
+            rows: components["schemas"]["LagReportRow"][];
+            current: components["schemas"]["LagReportCurrent"][];
+        };
+        LagReportCurrent: {
+            /** Format: date-time */
+            ts: string;
+            group_id: string;
+            topic: string;
+            partition: number;
+            offset_lag: number;
+            time_lag_ms: number | null;
+            status: string;
+            /** Format: double */
+            catch_up_s: number | null;
+            retention_risk: boolean | null;
+            committed_offset: number;
+            log_end_offset: number;
+        };
+        LagReportRow: {
+            /** Format: date-time */
+            ts: string;
+            group_id: string;
+            topic: string;
+            partition: number;
+            offset_lag: number;
+            time_lag_ms: number | null;
+            status: string;
         };
         /** @description Input serializer: unknown or protected fields are a validation error naming them. */
         LoginInputRequest: {

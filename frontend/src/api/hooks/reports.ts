@@ -12,18 +12,8 @@ export type PeakRow = Schemas["PeaksReportRow"];
 export type SkewRow = Schemas["SkewReportRow"];
 export type CompactionRow = Schemas["CompactionReportRow"];
 
-/** One lag sample. The schema types the lag report's rows as open objects (the analytics
- * serializer does not declare their fields), so this is the documented row shape
- * (docs/console.md), applied to the typed answer. */
-export interface LagRow {
-  ts: string;
-  group_id: string;
-  topic: string;
-  partition: number;
-  offset_lag: number;
-  time_lag_ms: number | null;
-  status: string;
-}
+export type LagRow = Schemas["LagReportRow"];
+export type LagCurrent = Schemas["LagReportCurrent"];
 
 export function useReportRuns() {
   return useQuery({
@@ -37,10 +27,9 @@ export function useReportRuns() {
 export function useLagReport(group = "", hours = 24) {
   return useQuery({
     queryKey: ["reports", "lag", group, hours],
-    queryFn: async () => {
+    queryFn: () => {
       const query = group ? { group, hours } : { hours };
-      const r = await unwrap(client.GET("/api/v1/reports/lag/", { params: { query } }));
-      return { ...r, rows: r.rows as unknown as LagRow[] };
+      return unwrap(client.GET("/api/v1/reports/lag/", { params: { query } }));
     },
     retry: false,
   });
