@@ -5,15 +5,24 @@ from __future__ import annotations
 
 import random
 
-from bench.quotas import CYCLE, bootstrap_ratio, by_slot, interleaved_slots, quantile, windows
+from bench.quotas import (
+    CYCLE,
+    away_from,
+    bootstrap_ratio,
+    by_slot,
+    interleaved_slots,
+    quantile,
+    windows,
+)
 
 
-def test_each_cycle_holds_two_loaded_slots_and_one_unloaded_in_some_order():
+def test_each_cycle_holds_the_cycle_s_slots_in_some_order():
+    n = len(CYCLE)
     slots = interleaved_slots(50)
-    assert len(slots) == 150
-    for i in range(0, 150, 3):
-        assert sorted(slots[i : i + 3]) == sorted(CYCLE)
-    assert len({tuple(slots[i : i + 3]) for i in range(0, 150, 3)}) == 3  # shuffled
+    assert len(slots) == 50 * n
+    cycles = [tuple(slots[i : i + n]) for i in range(0, 50 * n, n)]
+    assert all(sorted(c) == sorted(CYCLE) for c in cycles)
+    assert len(set(cycles)) > 1  # shuffled
     assert interleaved_slots(50) == slots  # seeded: the same schedule every run
 
 
@@ -44,3 +53,12 @@ def test_bootstrap_interval_brackets_the_true_ratio():
     assert lo < 1.5 < hi
     same_lo, same_hi = bootstrap_ratio(unloaded, unloaded, reps=200)
     assert same_lo < 1.0 < same_hi
+
+
+def test_away_from_keeps_only_samples_with_no_event_nearby():
+    samples = [(1.000, 0.001), (1.010, 0.001), (1.020, 0.001)]
+    events = [1.0105, 1.0215]  # inside the second sample; 0.5 ms after the third one ends
+    assert away_from(samples, events) == [0.001]
+    assert away_from(samples, [1.0025]) == [0.001] * 3  # 1.5 ms after the first one ends
+    assert away_from(samples, [1.0075]) == [0.001, 0.001]  # 2.5 ms before the second starts
+    assert away_from(samples, []) == [0.001] * 3
