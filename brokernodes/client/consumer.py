@@ -593,9 +593,14 @@ class AsyncConsumer:
             attempt = next_attempt
 
     async def _stream(self, state: _PartitionState, ws: Any, progress: list[int]) -> None:
-        """Read one open stream until it ends (returns) or sends an error (raises it)."""
+        """Read one open stream until it ends (returns) or sends an error (raises it).
+
+        Credit is given back in lumps of at least a quarter of the window (the broker still
+        holds the rest), not after every frame: at a few records per frame a grant per frame
+        would double the messages on the live tail's path."""
         window = max(1, self.max_buffered_bytes)
-        owed = 0  # credit used by frames whose bytes still sit in the full buffer
+        lump = max(1, window // 4)
+        owed = 0  # credit used by frames and not granted again yet
         room = state.room
 
         async def grant_when_room() -> None:
@@ -603,7 +608,7 @@ class AsyncConsumer:
             while True:
                 room.clear()
                 await room.wait()
-                if owed and state.buffered_bytes < window:
+                if owed >= lump and state.buffered_bytes < window:
                     grant, owed = owed, 0
                     await ws.send_str(f'{{"credit": {grant}}}')
 
@@ -618,11 +623,10 @@ class AsyncConsumer:
                     progress[0] += 1
                     if self._add_records(state, data):
                         self._data.set()
-                    if state.buffered_bytes < window:
-                        grant, owed = owed + len(data), 0
+                    owed += len(data)
+                    if owed >= lump and state.buffered_bytes < window:
+                        grant, owed = owed, 0
                         await ws.send_str(f'{{"credit": {grant}}}')
-                    else:
-                        owed += len(data)
                 elif kind == aiohttp.WSMsgType.TEXT:
                     raise _stream_error(msg.data, state.tp)
                 else:  # CLOSE, CLOSING, CLOSED, ERROR

@@ -218,6 +218,10 @@ class ProduceStream:
             return error_answer(request.id, e)
         if not result.duplicate:
             broker.metrics.record_in(topic, result.bytes, result.record_count)
+            # One loop turn before the answer: the consume streams this append woke push
+            # the records first (the live tail's latency is what end to end measures; the
+            # answer is not on that path).
+            await asyncio.sleep(0)
         throttle = broker.quotas.produce(principal, len(request.batches))
         answer: dict[str, Any] = {
             "id": request.id,
