@@ -302,7 +302,6 @@ def _ms(dt) -> int:
 
 def spark_jobs(spark, base: Path) -> dict:
     """The same results through ``spark.transforms``, composed as ``spark/jobs`` do."""
-    from pyspark.sql import functions as F
 
     from spark.jobs.common import rows
     from spark.transforms import lag, throughput
@@ -310,24 +309,25 @@ def spark_jobs(spark, base: Path) -> dict:
     all_records = spark.read.parquet(str(base / "records"))
     commits = spark.read.parquet(str(base / "commits.parquet"))
     # the lag job
-    records = all_records.select("tenant", "topic", "partition", "offset", "timestamp").cache()
-    samples = lag.lag_samples(records, commits).cache()
+    records = all_records.select("tenant", "topic", "partition", "offset", "timestamp")
+    slices = lag.record_slices(records, commits).cache()
+    samples = lag.samples_from_slices(slices, commits).cache()
     history = rows(
         lag.evaluate_history(samples, window=WINDOW, min_stop_ms=MIN_STOP_MS).orderBy(
             *lag.GTP, "ts_ms"
         )
     )
-    log_starts = records.groupBy(*lag.TP).agg(F.min("offset").alias("log_start_offset"))
+    log_starts = lag.log_starts_of(slices)
     status = rows(
         lag.lag_status(
             samples, now_ms=NOW_MS, log_starts=log_starts, window=WINDOW, min_stop_ms=MIN_STOP_MS
         ).orderBy(*lag.GTP)
     )
     samples.unpersist()
-    records.unpersist()
+    slices.unpersist()
     # the throughput job
     minute_df = throughput.per_partition(all_records, "minute").cache()
-    hour_df = throughput.per_partition(all_records, "hour")
+    hour_df = throughput.rollup(minute_df, "hour")
     counts = spark.createDataFrame(
         [(TENANT, TOPIC, PARTITIONS)], "tenant string, topic string, partitions int"
     )

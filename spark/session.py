@@ -28,6 +28,20 @@ def spark_env() -> dict[str, str]:
 _session = None
 
 
+def shuffle_partitions(master: str) -> str:
+    """``SPARK_SHUFFLE_PARTITIONS``, else one per core for ``local[N]``/``local[*]`` and 8 on a
+    cluster. The jobs shuffle small aggregates (per partition and second or minute), never
+    the records, so Spark's default of 200 (or 8 on two cores) only adds tasks; AQE coalesces
+    further when they are smaller still."""
+    if os.environ.get("SPARK_SHUFFLE_PARTITIONS"):
+        return os.environ["SPARK_SHUFFLE_PARTITIONS"]
+    if master.startswith("local"):
+        inside = master[len("local") :].strip("[]").split(",")[0]
+        cores = (os.cpu_count() or 2) if inside in ("", "*") else int(inside)
+        return str(max(1, cores))
+    return "8"
+
+
 def get_session(master: str | None = None, app_name: str = "sluice-analytics", **conf: str):
     """The process's session (created once; ``master`` and ``conf`` apply on creation)."""
     global _session
@@ -38,13 +52,16 @@ def get_session(master: str | None = None, app_name: str = "sluice-analytics", *
     from spark.datasource import register
 
     os.environ.update(spark_env())
+    master = master or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER
     builder = (
-        SparkSession.builder.master(master or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER)
+        SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", os.environ.get("SPARK_SHUFFLE_PARTITIONS", "8"))
+        .config("spark.sql.shuffle.partitions", shuffle_partitions(master))
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
         .config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])
         .config("spark.driver.host", os.environ["SPARK_LOCAL_IP"])
         .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])

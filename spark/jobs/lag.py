@@ -27,7 +27,7 @@ def run(
     records = read_topics(spark, source, topics)
     if records is None:
         return {"history": [], "status": []}
-    records = records.select("tenant", "topic", "partition", "offset", "timestamp").cache()
+    records = records.select("tenant", "topic", "partition", "offset", "timestamp")
     commits = read_topic(spark, source, offsets_topic, decode="consumer_offsets")
     commits = commits.withColumn("tenant", F.coalesce(F.col("tenant"), F.lit(""))).where(
         F.col("committed_offset").isNotNull()
@@ -36,7 +36,9 @@ def run(
         [(t.tenant, t.shown) for t in topics], "tenant string, topic string"
     )
     commits = commits.join(wanted, ["tenant", "topic"])
-    samples = lag.lag_samples(records, commits, bucket).cache()
+    # the records are read once, into the slices; everything else works on those
+    slices = lag.record_slices(records, commits, bucket).cache()
+    samples = lag.samples_from_slices(slices, commits).cache()
     history = lag.evaluate_history(samples, window=window, min_stop_ms=min_stop_ms)
     if since_ms is not None:
         history = history.where(F.col("ts_ms") >= since_ms)
@@ -50,9 +52,7 @@ def run(
         segments = segment_forecast(facts, now_ms=now_ms)
         log_starts = facts.select("tenant", "topic", "partition", "log_start_offset").distinct()
     else:
-        log_starts = records.groupBy("tenant", "topic", "partition").agg(
-            F.min("offset").alias("log_start_offset")
-        )
+        log_starts = lag.log_starts_of(slices)
     status = lag.lag_status(
         samples,
         now_ms=now_ms,
@@ -66,5 +66,5 @@ def run(
         "status": rows(status.orderBy(*lag.GTP)),
     }
     samples.unpersist()
-    records.unpersist()
+    slices.unpersist()
     return out

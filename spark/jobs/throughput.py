@@ -20,7 +20,7 @@ def run(
         return {"minute": [], "hour": [], "peaks": [], "skew": []}
     records = records.cache()
     minute = throughput.per_partition(records, "minute").cache()
-    hour = throughput.per_partition(records, "hour")
+    hour = throughput.rollup(minute, "hour")
     client = source.client()
     try:
         counts = [(t.tenant, t.shown, len(client.partitions(t.name))) for t in topics]

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from spark.transforms.burrow import Sample, evaluate
+from spark.transforms.burrow_sql import RESULT, evaluate, with_frames
 
 TP = ["tenant", "topic", "partition"]
 GTP = ["tenant", "group", "topic", "partition"]
@@ -33,134 +32,230 @@ DEFAULT_MIN_STOP_MS = 60_000
 RISK_HORIZON_MS = 3_600_000
 
 
+UNITS_MS = {"second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
+
+
 def _ms(col: Column) -> Column:
     """Epoch milliseconds of a timestamp column."""
-    return (F.unix_micros(col) / 1000).cast("long")
+    return F.unix_millis(col)
+
+
+def bucket_ms(bucket: str) -> int:
+    """``"1 minute"``, ``"30 seconds"``, ``"2 hours"``... in milliseconds (whole seconds, so
+    a second never straddles two buckets)."""
+    count, _, unit = bucket.strip().partition(" ")
+    ms = int(count) * UNITS_MS.get(unit.strip().rstrip("s"), 0)
+    if ms <= 0:
+        raise ValueError(f"bucket {bucket!r}: expected '<n> second|minute|hour|day[s]'")
+    return ms
+
+
+def _commit_seconds(commits: DataFrame) -> DataFrame:
+    """``tenant, topic, partition, sec, cs``: the sorted distinct times of the commits with
+    an offset, per second (the boundaries the record slices respect)."""
+    c = commits.where(F.col("committed_offset").isNotNull()).select(
+        *TP, _ms(F.col("commit_timestamp")).alias("c")
+    )
+    return c.groupBy(*TP, F.floor(F.col("c") / 1000).alias("sec")).agg(
+        F.array_sort(F.collect_set("c")).alias("cs")
+    )
+
+
+def _slot(ts_ms: Column) -> Column:
+    """How many of the second's commit times (``cs``) lie before ``ts_ms`` (0 without)."""
+    return F.when(F.col("cs").isNull(), F.lit(0)).otherwise(
+        F.size(F.filter("cs", lambda x: x < ts_ms))
+    )
+
+
+def _committed_offsets(commits: DataFrame) -> DataFrame:
+    return (
+        commits.where(F.col("committed_offset").isNotNull())
+        .select(*TP, F.col("committed_offset").alias("offset"), F.lit(True).alias("hit"))
+        .distinct()
+    )
+
+
+def record_slices(records: DataFrame, commits: DataFrame, bucket: str = "1 minute") -> DataFrame:
+    """The one pass over the records that the lag needs, hashed into a small aggregate:
+    ``tenant, topic, partition, sec, slot, at, ts_ms, end, start`` (largest timestamp, 1 +
+    largest offset, smallest offset) per second and slot of that second between its commit
+    times (slot k: stamped after the second's k-th commit time and at or before the next;
+    most seconds hold no commit and are one slot). A record at a committed offset is its own
+    slice with ``at`` = its offset (``ts_ms`` is then its timestamp, for the time lag).
+    Everything after this works on the slices: the records are read once, never sorted, and
+    joined only with two small broadcast tables (commit seconds, committed offsets)."""
+    bucket_ms(bucket)  # fail early on a bucket the slices cannot respect
+    cs = F.broadcast(_commit_seconds(commits))
+    wanted = F.broadcast(_committed_offsets(commits))
+    r = records.select(*TP, "offset", _ms(F.col("timestamp")).alias("ts_ms")).withColumn(
+        "sec", F.floor(F.col("ts_ms") / 1000)
+    )
+    return (
+        r.join(cs, [*TP, "sec"], "left")
+        .join(wanted, [*TP, "offset"], "left")
+        .groupBy(
+            *TP,
+            "sec",
+            _slot(F.col("ts_ms")).alias("slot"),
+            F.when(F.col("hit"), F.col("offset")).alias("at"),
+        )
+        .agg(
+            F.max("ts_ms").alias("ts_ms"),
+            (F.max("offset") + 1).alias("end"),
+            F.min("offset").alias("start"),
+        )
+    )
+
+
+def log_starts_of(slices: DataFrame) -> DataFrame:
+    """``tenant, topic, partition, log_start_offset``: the smallest offset read."""
+    return slices.groupBy(*TP).agg(F.min("start").alias("log_start_offset"))
+
+
+def _log_end_at_commits(slices: DataFrame, commits: DataFrame) -> DataFrame:
+    """The commits (``group``, ``c``, ``ts_ms``, ``rec_ms``: the timestamp of the record at
+    the committed offset) with ``log_end``: slices and commits in one stream per partition,
+    ordered by second and slot (a commit after the records stamped at or before it), the
+    running largest end (0 before any record)."""
+    cs = F.broadcast(_commit_seconds(commits))
+    at = F.broadcast(
+        slices.where(F.col("at").isNotNull()).select(
+            *TP, F.col("at").alias("c"), F.col("ts_ms").alias("rec_ms")
+        )
+    )
+    c = (
+        commits.where(F.col("committed_offset").isNotNull())
+        .select(
+            *TP,
+            "group",
+            F.col("committed_offset").alias("c"),
+            _ms(F.col("commit_timestamp")).alias("ts_ms"),
+        )
+        .withColumn("sec", F.floor(F.col("ts_ms") / 1000))
+        .join(cs, [*TP, "sec"], "left")
+        .join(at, [*TP, "c"], "left")
+        .select(
+            *TP,
+            "sec",
+            _slot(F.col("ts_ms")).alias("slot"),
+            F.lit(1).alias("kind"),
+            "ts_ms",
+            F.lit(None).cast("long").alias("end"),
+            "group",
+            "c",
+            "rec_ms",
+        )
+    )
+    s = slices.select(
+        *TP,
+        "sec",
+        "slot",
+        F.lit(0).alias("kind"),
+        "ts_ms",
+        "end",
+        F.lit(None).cast("string").alias("group"),
+        F.lit(None).cast("long").alias("c"),
+        F.lit(None).cast("long").alias("rec_ms"),
+    )
+    w = (
+        Window.partitionBy(*TP)
+        .orderBy("sec", "slot", "kind")
+        .rowsBetween(Window.unboundedPreceding, 0)
+    )
+    return (
+        s.unionByName(c)
+        .withColumn("log_end", F.coalesce(F.max("end").over(w), F.lit(0)))
+        .where("kind = 1")
+    )
 
 
 def log_end_moves(records: DataFrame, bucket: str = "1 minute") -> DataFrame:
     """``tenant, topic, partition, ts_ms, log_end``: one sample per bucket with records."""
-    b = records.groupBy(*TP, F.window("timestamp", bucket).alias("w")).agg(
-        F.max(_ms(F.col("timestamp"))).alias("ts_ms"), (F.max("offset") + 1).alias("end")
+    no_commits = records.sparkSession.createDataFrame(
+        [],
+        "tenant string, topic string, partition int, group string, committed_offset long, "
+        "commit_timestamp timestamp",
+    )
+    return _moves(record_slices(records, no_commits, bucket), bucket)
+
+
+def _moves(slices: DataFrame, bucket: str) -> DataFrame:
+    """One sample per bucket with records: its last record's time, the log end by then."""
+    size = bucket_ms(bucket)
+    b = slices.groupBy(*TP, F.floor(F.col("sec") * 1000 / size).alias("bucket")).agg(
+        F.max("ts_ms").alias("ts_ms"), F.max("end").alias("end")
     )
     w = Window.partitionBy(*TP).orderBy("ts_ms").rowsBetween(Window.unboundedPreceding, 0)
     return b.select(*TP, "ts_ms", F.max("end").over(w).alias("log_end"))
-
-
-def log_end_at_commits(records: DataFrame, commits: DataFrame) -> DataFrame:
-    """``commits`` plus ``ts_ms`` and ``log_end``: 1 + the largest offset stamped at or before
-    the commit (0 before any record)."""
-    c = commits.select(*TP, _ms(F.col("commit_timestamp")).alias("ts_ms")).distinct()
-    ev = records.select(
-        *TP,
-        _ms(F.col("timestamp")).alias("ts_ms"),
-        (F.col("offset") + 1).alias("end"),
-        F.lit(0).alias("kind"),
-    )
-    ev = ev.unionByName(
-        c.select(*TP, "ts_ms", F.lit(None).cast("long").alias("end"), F.lit(1).alias("kind"))
-    )
-    w = Window.partitionBy(*TP).orderBy("ts_ms", "kind").rowsBetween(Window.unboundedPreceding, 0)
-    at = (
-        ev.withColumn("log_end", F.coalesce(F.max("end").over(w), F.lit(0)))
-        .where("kind = 1")
-        .select(*TP, "ts_ms", "log_end")
-    )
-    return commits.withColumn("ts_ms", _ms(F.col("commit_timestamp"))).join(
-        at, [*TP, "ts_ms"], "left"
-    )
 
 
 def lag_samples(records: DataFrame, commits: DataFrame, bucket: str = "1 minute") -> DataFrame:
     """``tenant, group, topic, partition, ts_ms, ts, committed_offset, log_end_offset,
     offset_lag, time_lag_ms, is_commit, last_commit_ms``: the lag history, one row per sample
     from the group's first commit on."""
-    commits = commits.where(F.col("committed_offset").isNotNull())
-    at_commits = log_end_at_commits(records, commits).select(
-        *GTP,
-        "ts_ms",
-        F.col("committed_offset").alias("c"),
-        "log_end",
-        F.lit(True).alias("is_commit"),
+    return samples_from_slices(record_slices(records, commits, bucket), commits, bucket)
+
+
+def samples_from_slices(
+    slices: DataFrame, commits: DataFrame, bucket: str = "1 minute"
+) -> DataFrame:
+    """``lag_samples`` from ``record_slices`` of the same commits (jobs cache the slices)."""
+    groups = F.broadcast(
+        commits.where(F.col("committed_offset").isNotNull()).select(*GTP).distinct()
     )
-    groups = commits.select(*GTP).distinct()
     moves = (
-        log_end_moves(records, bucket)
+        _moves(slices, bucket)
         .join(groups, TP)
         .select(
             *GTP,
             "ts_ms",
-            F.lit(None).cast("long").alias("c"),
-            "log_end",
             F.lit(False).alias("is_commit"),
+            F.lit(None).cast("struct<c:long,rec_ms:long>").alias("cr"),
+            "log_end",
         )
     )
-    ev = at_commits.unionByName(moves)
+    at_commits = _log_end_at_commits(slices, commits).select(
+        *GTP,
+        "ts_ms",
+        F.lit(True).alias("is_commit"),
+        F.struct("c", "rec_ms").alias("cr"),
+        "log_end",
+    )
     w = (
         Window.partitionBy(*GTP)
         .orderBy("ts_ms", "is_commit")
         .rowsBetween(Window.unboundedPreceding, 0)
     )
-    ev = ev.select(
-        *GTP,
-        "ts_ms",
-        "is_commit",
-        F.last("c", ignorenulls=True).over(w).alias("committed_offset"),
-        F.max("log_end").over(w).alias("log_end_offset"),
-        F.max(F.when(F.col("is_commit"), F.col("ts_ms"))).over(w).alias("last_commit_ms"),
-    ).where(F.col("committed_offset").isNotNull())
-    ev = ev.withColumn(
-        "offset_lag", F.greatest(F.col("log_end_offset") - F.col("committed_offset"), F.lit(0))
+    # the committed offset and its record's timestamp travel together from each commit
+    ev = (
+        moves.unionByName(at_commits)
+        .select(
+            *GTP,
+            "ts_ms",
+            "is_commit",
+            F.last("cr", ignorenulls=True).over(w).alias("cr"),
+            F.max("log_end").over(w).alias("log_end_offset"),
+            F.max(F.when(F.col("is_commit"), F.col("ts_ms"))).over(w).alias("last_commit_ms"),
+        )
+        .where(F.col("cr").isNotNull())
     )
-    at_offset = records.select(
-        *TP, F.col("offset").alias("committed_offset"), _ms(F.col("timestamp")).alias("rec_ms")
+    committed = F.col("cr.c")
+    offset_lag = F.greatest(F.col("log_end_offset") - committed, F.lit(0))
+    time_lag = F.when(offset_lag == 0, F.lit(0)).otherwise(
+        F.greatest(F.col("ts_ms") - F.col("cr.rec_ms"), F.lit(0))
     )
-    out = ev.join(at_offset, [*TP, "committed_offset"], "left")
-    time_lag = F.when(F.col("offset_lag") == 0, F.lit(0)).otherwise(
-        F.greatest(F.col("ts_ms") - F.col("rec_ms"), F.lit(0))
-    )
-    return out.select(
+    return ev.select(
         *GTP,
         "ts_ms",
         F.timestamp_millis("ts_ms").alias("ts"),
-        "committed_offset",
+        committed.alias("committed_offset"),
         "log_end_offset",
-        "offset_lag",
+        offset_lag.alias("offset_lag"),
         time_lag.cast("long").alias("time_lag_ms"),
         "is_commit",
         "last_commit_ms",
     )
-
-
-EVALUATION = T.StructType(
-    [
-        T.StructField("status", T.StringType()),
-        T.StructField("consume_rate", T.DoubleType()),
-        T.StructField("produce_rate", T.DoubleType()),
-        T.StructField("catch_up_s", T.DoubleType()),
-    ]
-)
-
-
-def _evaluate_udf(min_stop_ms: int):
-    def run(window, now_ms, last_commit_ms, log_start):
-        samples = [
-            Sample(r.ts_ms, r.committed_offset, r.log_end_offset, r.is_commit) for r in window
-        ]
-        e = evaluate(
-            samples,
-            now_ms=now_ms,
-            last_commit_ms=last_commit_ms,
-            min_stop_ms=min_stop_ms,
-            log_start_offset=log_start,
-        )
-        return (e.status, e.consume_rate, e.produce_rate, e.catch_up_s)
-
-    return F.udf(run, EVALUATION)
-
-
-def _window_struct() -> Column:
-    return F.struct("ts_ms", "committed_offset", "log_end_offset", "is_commit")
 
 
 def evaluate_history(
@@ -168,14 +263,13 @@ def evaluate_history(
 ) -> DataFrame:
     """``samples`` plus ``status`` (and rates, catch-up): each sample evaluated over itself and
     the ``window - 1`` samples before it, at its own time."""
-    w = Window.partitionBy(*GTP).orderBy("ts_ms", "is_commit").rowsBetween(-(window - 1), 0)
-    ev = _evaluate_udf(min_stop_ms)(
-        F.collect_list(_window_struct()).over(w),
-        F.col("ts_ms"),
-        F.col("last_commit_ms"),
-        F.lit(None).cast("long"),
+    return evaluate(
+        with_frames(samples, GTP, window),
+        now_ms=F.col("ts_ms"),
+        last_commit_ms=F.col("last_commit_ms"),
+        log_start_offset=F.lit(None).cast("long"),
+        min_stop_ms=min_stop_ms,
     )
-    return samples.withColumn("e", ev).select("*", "e.*").drop("e")
 
 
 def lag_status(
@@ -193,47 +287,29 @@ def lag_status(
     committed offset is in a segment retention deletes within ``risk_horizon_ms``).
 
     ``log_starts``: ``tenant, topic, partition, log_start_offset`` (for ERR)."""
-    samples = samples.where(F.col("ts_ms") <= now_ms)
-    rank = Window.partitionBy(*GTP).orderBy(F.desc("ts_ms"), F.desc("is_commit"))
-    recent = samples.withColumn("rn", F.row_number().over(rank)).where(F.col("rn") <= window)
-    agg = recent.groupBy(*GTP).agg(
-        F.sort_array(
-            F.collect_list(
-                F.struct(
-                    "ts_ms",
-                    F.col("is_commit").cast("int").alias("k"),
-                    "committed_offset",
-                    "log_end_offset",
-                    "is_commit",
-                )
-            )
-        ).alias("win"),
-        F.max("last_commit_ms").alias("last_commit_ms"),
-        F.max_by(
-            F.struct("offset_lag", "time_lag_ms", "committed_offset", "log_end_offset", "ts_ms"),
-            F.struct("ts_ms", F.col("is_commit").cast("int")),
-        ).alias("last"),
-    )
+    framed = with_frames(samples.where(F.col("ts_ms") <= now_ms), GTP, window)
+    latest = Window.partitionBy(*GTP).orderBy(F.desc("ts_ms"), F.desc("is_commit"))
+    last = framed.withColumn("_rn", F.row_number().over(latest)).where("_rn = 1").drop("_rn")
     if log_starts is not None:
-        agg = agg.join(log_starts.select(*TP, "log_start_offset"), TP, "left")
+        last = last.join(F.broadcast(log_starts.select(*TP, "log_start_offset")), TP, "left")
     else:
-        agg = agg.withColumn("log_start_offset", F.lit(None).cast("long"))
-    ev = _evaluate_udf(min_stop_ms)(
-        F.col("win"), F.lit(now_ms), F.col("last_commit_ms"), F.col("log_start_offset")
-    )
-    out = agg.withColumn("e", ev).select(
+        last = last.withColumn("log_start_offset", F.lit(None).cast("long"))
+    out = evaluate(
+        last,
+        now_ms=F.lit(now_ms).cast("long"),
+        last_commit_ms=F.col("last_commit_ms"),
+        log_start_offset=F.col("log_start_offset"),
+        min_stop_ms=min_stop_ms,
+    ).select(
         *GTP,
-        F.col("last.committed_offset").alias("committed_offset"),
-        F.col("last.log_end_offset").alias("log_end_offset"),
-        F.col("last.offset_lag").alias("offset_lag"),
-        F.col("last.time_lag_ms").alias("time_lag_ms"),
-        F.col("last.ts_ms").alias("sampled_ms"),
+        "committed_offset",
+        "log_end_offset",
+        "offset_lag",
+        "time_lag_ms",
+        F.col("ts_ms").alias("sampled_ms"),
         "last_commit_ms",
         "log_start_offset",
-        "e.status",
-        "e.consume_rate",
-        "e.produce_rate",
-        "e.catch_up_s",
+        *RESULT,
     )
     if segments is None:
         return out.withColumn("retention_risk", F.lit(False))

@@ -43,6 +43,19 @@ def per_partition(records: DataFrame, granularity: str = "minute") -> DataFrame:
     )
 
 
+def rollup(partition_rates: DataFrame, granularity: str = "hour") -> DataFrame:
+    """Finer ``per_partition`` rates summed into ``granularity`` periods (a minute belongs to
+    one hour and one day), so the records are aggregated once for every granularity."""
+    period = GRANULARITIES[granularity]
+    return (
+        partition_rates.groupBy(
+            "tenant", "topic", "partition", F.window("ts", period).start.alias("period")
+        )
+        .agg(F.sum("records").alias("records"), F.sum("bytes").alias("bytes"))
+        .select("tenant", "topic", "partition", F.col("period").alias("ts"), "records", "bytes")
+    )
+
+
 def per_topic(partition_rates: DataFrame) -> DataFrame:
     """``tenant, topic, ts, records, bytes, partitions``: summed over partitions."""
     return partition_rates.groupBy("tenant", "topic", "ts").agg(
