@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from brokernodes.cli import UsageError, build_parser, describe_error, format_record, parse_timestamp
+from brokernodes.cli import (
+    UsageError,
+    _producer_config,
+    build_parser,
+    describe_error,
+    format_record,
+    parse_timestamp,
+)
 from brokernodes.client.consumer import ConsumerRecord
 from brokernodes.errors import BrokerConnectionError, BrokerError
 
@@ -61,7 +68,15 @@ def test_parser_reads_connection_settings_from_the_environment(monkeypatch):
     e2e = build_parser().parse_args(["bench", "e2e", "t"])
     # e2e defaults to the SDK's lowest-latency settings
     assert e2e.rate == 10_000 and e2e.linger_ms == 0 and e2e.fetch_mode == "websocket"
+    assert e2e.produce_mode == "websocket"
     assert build_parser().parse_args(["bench", "consume", "t"]).fetch_mode == "long_poll"
+    assert build_parser().parse_args(["produce", "t"]).produce_mode == "http"
+
+
+def test_websocket_produce_with_acks_zero_is_a_usage_error():
+    args = build_parser().parse_args(["produce", "t", "--acks", "0", "--produce-mode", "websocket"])
+    with pytest.raises(UsageError, match="--acks 1 or all"):
+        _producer_config(args)
 
 
 def test_help_mentions_that_topic_creation_comes_with_the_control_plane(capsys):
