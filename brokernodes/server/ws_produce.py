@@ -89,6 +89,7 @@ class _Pending:
     nbytes: int
     task: asyncio.Task[dict[str, Any]] | None = None
     answer: dict[str, Any] | None = None
+    request_id: Any = None  # names the answer if the task fails unexpectedly
 
 
 @dataclass(slots=True)
@@ -180,7 +181,7 @@ class ProduceStream:
                     task = asyncio.create_task(self._produce(request))
                 self.appends.add(task)
                 task.add_done_callback(self.appends.discard)
-                self.queue.put_nowait(_Pending(nbytes, task=task))
+                self.queue.put_nowait(_Pending(nbytes, task=task, request_id=request.id))
             else:  # close, closing, closed, or an error aiohttp closed the socket for
                 return "gone"
 
@@ -270,7 +271,7 @@ class ProduceStream:
                     request_id = uuid.uuid4().hex[:16]
                     logger.exception("ws produce request %s failed", request_id)
                     answer = {
-                        "id": None,
+                        "id": item.request_id,
                         "error_code": "UNKNOWN_SERVER_ERROR",
                         "message": "unexpected broker error; quote request id "
                         f"{request_id} when reporting it",
