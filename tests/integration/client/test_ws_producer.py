@@ -137,3 +137,24 @@ def test_not_leader_sends_the_batch_to_the_leader_it_names(broker_factory):
     assert [m.offset for m in metas] == [0, 1, 2]
     assert urls == sorted([a.url, b.url])
     assert [v for _, v in fetch_all_values(b, "moved", 0)] == [b"m0", b"m1", b"m2"]
+
+
+def test_a_broker_restart_reopens_the_stream_and_loses_nothing(broker_factory):
+    """SIGTERM closes the stream (1001) after answering what is in flight; the next sends
+    reconnect once the broker is back, and every record is there once."""
+    b = broker_factory({"restart": (1, {})})
+
+    async def main():
+        async with ws_producer(b, retry_backoff_ms=20, linger_ms=0) as p:
+            first = [await p.send("restart", b"before-%d" % i) for i in range(5)]
+            await asyncio.to_thread(b.stop)
+            await asyncio.to_thread(b.start)
+            after = [await p.send("restart", b"after-%d" % i) for i in range(5)]
+            opened = list(p._streams._streams.values())
+        return first, after, opened
+
+    first, after, opened = run(main(), timeout=60)
+    assert [m.offset for m in first + after] == list(range(10))
+    assert len(opened) == 1
+    values = [v for _, v in fetch_all_values(b, "restart", 0)]
+    assert values == [b"before-%d" % i for i in range(5)] + [b"after-%d" % i for i in range(5)]
