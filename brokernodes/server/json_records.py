@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -106,10 +107,20 @@ def parse_timestamp(value: Any, where: str) -> int | None:
 
 
 def format_timestamp(ms: int) -> str | None:
-    """Epoch ms -> RFC 3339 UTC with milliseconds; None for no timestamp (-1)."""
+    """Epoch ms -> RFC 3339 UTC with milliseconds; None for no timestamp (-1).
+
+    Called once per record in produce answers (a batch's records mostly share a second), so
+    the seconds part is cached: formatting a datetime per record was ~15% of the broker's
+    time on JSON batch produce."""
     if ms < 0:
         return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+    seconds, millis = divmod(ms, 1000)
+    return f"{_rfc3339_second(seconds)}.{millis:03d}Z"
+
+
+@functools.lru_cache(maxsize=1024)
+def _rfc3339_second(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _headers(value: Any, where: str) -> tuple[tuple[str, bytes | None], ...]:

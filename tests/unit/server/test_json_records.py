@@ -69,6 +69,9 @@ def test_timestamps_round_trip():
     assert parse_timestamp("2026-11-23T13:00:00.250+01:00", "t") == 1795435200250
     assert parse_timestamp("2026-11-23T12:00:00", "t") == 1795435200000  # naive = UTC
     assert format_timestamp(1795435200250) == "2026-11-23T12:00:00.250Z"
+    assert format_timestamp(0) == "1970-01-01T00:00:00.000Z"
+    # exact milliseconds (dividing by 1000.0 would round this one down to .998)
+    assert format_timestamp(253402300799999) == "9999-12-31T23:59:59.999Z"
     assert format_timestamp(-1) is None
 
 
