@@ -313,15 +313,14 @@ def spark_jobs(spark, base: Path) -> dict:
     slices = lag.record_slices(records, commits).cache()
     samples = lag.samples_from_slices(slices, commits).cache()
     history = rows(
-        lag.evaluate_history(samples, window=WINDOW, min_stop_ms=MIN_STOP_MS).orderBy(
-            *lag.GTP, "ts_ms"
-        )
+        lag.evaluate_history(samples, window=WINDOW, min_stop_ms=MIN_STOP_MS), (*lag.GTP, "ts_ms")
     )
     log_starts = lag.log_starts_of(slices)
     status = rows(
         lag.lag_status(
             samples, now_ms=NOW_MS, log_starts=log_starts, window=WINDOW, min_stop_ms=MIN_STOP_MS
-        ).orderBy(*lag.GTP)
+        ),
+        tuple(lag.GTP),
     )
     samples.unpersist()
     slices.unpersist()
@@ -332,10 +331,10 @@ def spark_jobs(spark, base: Path) -> dict:
         [(TENANT, TOPIC, PARTITIONS)], "tenant string, topic string, partitions int"
     )
     keys = ["tenant", "topic", "ts"]
-    minute = rows(minute_df.orderBy(*keys, "partition"))
-    hour = rows(hour_df.orderBy(*keys, "partition"))
-    peaks = rows(throughput.peaks(minute_df).orderBy("tenant", "topic"))
-    skew = rows(throughput.skew(hour_df, counts, hot_factor=HOT_FACTOR).orderBy(*keys))
+    minute = rows(minute_df, (*keys, "partition"))
+    hour = rows(hour_df, (*keys, "partition"))
+    peaks = rows(throughput.peaks(minute_df), ("tenant", "topic"))
+    skew = rows(throughput.skew(hour_df, counts, hot_factor=HOT_FACTOR), tuple(keys))
     minute_df.unpersist()
     tp = ("tenant", "topic", "partition")
     return {

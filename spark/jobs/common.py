@@ -79,9 +79,14 @@ def read_topics(spark, source: Source, refs, **kw) -> DataFrame | None:
     return out
 
 
-def rows(df: DataFrame) -> list[dict]:
-    """Collected rows as dicts (timestamps as aware UTC datetimes are left to the caller)."""
-    return [r.asDict(recursive=True) for r in df.collect()]
+def rows(df: DataFrame, order: tuple[str, ...] = ()) -> list[dict]:
+    """Collected rows as dicts, sorted by the (non-null) ``order`` columns here rather than
+    by Spark: results are small, and a distributed sort costs a sampling job and a shuffle
+    (timestamps as aware UTC datetimes are left to the caller)."""
+    out = [r.asDict(recursive=True) for r in df.collect()]
+    if order:
+        out.sort(key=lambda r: tuple(r[c] for c in order))
+    return out
 
 
 def ms(dt: datetime) -> int:

@@ -62,8 +62,8 @@ def run(
         min_stop_ms=min_stop_ms,
     )
     out = {
-        "history": rows(history.orderBy(*lag.GTP, "ts_ms")),
-        "status": rows(status.orderBy(*lag.GTP)),
+        "history": rows(history, (*lag.GTP, "ts_ms")),
+        "status": rows(status, tuple(lag.GTP)),
     }
     samples.unpersist()
     slices.unpersist()

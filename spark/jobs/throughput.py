@@ -29,10 +29,10 @@ def run(
     partitions = spark.createDataFrame(counts, "tenant string, topic string, partitions int")
     keys = ["tenant", "topic", "ts"]
     out = {
-        "minute": rows(minute.orderBy(*keys, "partition")),
-        "hour": rows(hour.orderBy(*keys, "partition")),
-        "peaks": rows(throughput.peaks(minute).orderBy("tenant", "topic")),
-        "skew": rows(throughput.skew(hour, partitions, hot_factor=hot_factor).orderBy(*keys)),
+        "minute": rows(minute, (*keys, "partition")),
+        "hour": rows(hour, (*keys, "partition")),
+        "peaks": rows(throughput.peaks(minute), ("tenant", "topic")),
+        "skew": rows(throughput.skew(hour, partitions, hot_factor=hot_factor), tuple(keys)),
     }
     minute.unpersist()
     records.unpersist()

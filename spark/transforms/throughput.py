@@ -8,7 +8,7 @@ batch framing (the source decodes records; batch sizes are in the retention repo
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 GRANULARITIES = {"minute": "1 minute", "hour": "1 hour", "day": "1 day"}
@@ -86,26 +86,20 @@ def skew(
 
     ``partitions``: ``tenant, topic, partitions`` (the partition count, so idle partitions
     count toward the fair share)."""
-    totals = per_topic(partition_rates).select(
-        "tenant", "topic", "ts", F.col("records").alias("total")
+    top = partition_rates.groupBy("tenant", "topic", "ts").agg(
+        # the busiest partition, the lowest-numbered one on ties
+        F.max_by("partition", F.struct("records", -F.col("partition"))).alias("busiest"),
+        F.max("records").alias("top"),
+        F.sum("records").alias("total"),
     )
-    w = Window.partitionBy("tenant", "topic", "ts").orderBy(F.desc("records"), "partition")
-    top = (
-        partition_rates.withColumn("rn", F.row_number().over(w))
-        .where("rn = 1")
-        .join(totals, ["tenant", "topic", "ts"])
-        .join(
-            partitions.select("tenant", "topic", F.col("partitions").alias("n")),
-            ["tenant", "topic"],
-        )
-    )
-    share = F.col("records") / F.col("total")
-    return top.select(
+    n = F.broadcast(partitions.select("tenant", "topic", F.col("partitions").alias("n")))
+    share = F.col("top") / F.col("total")
+    return top.join(n, ["tenant", "topic"]).select(
         "tenant",
         "topic",
         "ts",
-        F.col("partition").alias("busiest_partition"),
+        F.col("busiest").alias("busiest_partition"),
         share.alias("max_share"),
         (share * F.col("n")).alias("skew"),
-        F.when(share * F.col("n") >= hot_factor, F.col("partition")).alias("hot_partition"),
+        F.when(share * F.col("n") >= hot_factor, F.col("busiest")).alias("hot_partition"),
     )
