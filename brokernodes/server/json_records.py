@@ -53,31 +53,37 @@ def _kind(v: Any) -> str:
     return "null" if v is None else type(v).__name__
 
 
-def _typed_data(obj: Any, where: str) -> tuple[bytes | None, str | None]:
-    """``{"type", "data"}`` -> (bytes or None, type)."""
+_TYPED_FIELDS = frozenset({"type", "data"})
+
+
+def _typed_data(obj: Any, parent: str, field: str) -> tuple[bytes | None, str | None]:
+    """``{"type", "data"}`` -> (bytes or None, type). Errors name ``parent.field`` (built
+    only for an error: this runs twice per produced record)."""
     if obj is None:
         return None, None
     if not isinstance(obj, dict):
-        raise InvalidRequestError(f'{where}: expected an object {{"type", "data"}}')
-    extra = set(obj) - {"type", "data"}
-    if extra:
-        raise InvalidRequestError(f"{where}: unknown field(s) {', '.join(sorted(extra))}")
+        raise InvalidRequestError(f'{parent}.{field}: expected an object {{"type", "data"}}')
+    if not obj.keys() <= _TYPED_FIELDS:
+        extra = ", ".join(sorted(set(obj) - _TYPED_FIELDS))
+        raise InvalidRequestError(f"{parent}.{field}: unknown field(s) {extra}")
     kind = obj.get("type", "JSON")
     if kind not in DATA_TYPES:
-        raise InvalidRequestError(f"{where}.type: must be one of {', '.join(DATA_TYPES)}")
+        raise InvalidRequestError(f"{parent}.{field}.type: must be one of {', '.join(DATA_TYPES)}")
     data = obj.get("data")
     if data is None:
         return None, kind
+    if kind == "STRING":
+        if not isinstance(data, str):
+            raise InvalidRequestError(f"{parent}.{field}.data: type STRING needs a string")
+        return data.encode("utf-8", "surrogatepass"), kind
     if kind == "JSON":
         try:
             return orjson.dumps(data), kind
         except TypeError as e:  # e.g. integers beyond 64 bits
-            raise InvalidRequestError(f"{where}.data: cannot be written as JSON: {e}") from None
-    if kind == "STRING":
-        if not isinstance(data, str):
-            raise InvalidRequestError(f"{where}.data: type STRING needs a string")
-        return data.encode("utf-8", "surrogatepass"), kind
-    return b64decode(data, f"{where}.data"), kind
+            raise InvalidRequestError(
+                f"{parent}.{field}.data: cannot be written as JSON: {e}"
+            ) from None
+    return b64decode(data, f"{parent}.{field}.data"), kind
 
 
 def parse_timestamp(value: Any, where: str) -> int | None:
@@ -142,23 +148,25 @@ def parse_entry(obj: Any, where: str = "body", *, entry_id: str | None = None) -
     """One JSON record (the body of ``/records`` or one ``entries[i]``)."""
     if not isinstance(obj, dict):
         raise InvalidRequestError(f"{where}: expected a JSON object, got {_kind(obj)}")
-    unknown = set(obj) - _RECORD_FIELDS
-    if unknown:
-        raise InvalidRequestError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    if not obj.keys() <= _RECORD_FIELDS:
+        unknown = ", ".join(sorted(set(obj) - _RECORD_FIELDS))
+        raise InvalidRequestError(f"{where}: unknown field(s) {unknown}")
     partition = obj.get("partition_id")
     if partition is not None and (
         not isinstance(partition, int) or isinstance(partition, bool) or partition < 0
     ):
         raise InvalidRequestError(f"{where}.partition_id: expected a partition number >= 0")
-    key, key_type = _typed_data(obj.get("key"), f"{where}.key")
-    value, value_type = _typed_data(obj.get("value"), f"{where}.value")
+    key, key_type = _typed_data(obj.get("key"), where, "key")
+    value, value_type = _typed_data(obj.get("value"), where, "value")
+    headers = obj.get("headers")
+    ts = obj.get("timestamp")
     return ProduceEntry(
         id=entry_id,
         partition=partition,
         key=key,
         value=value,
-        headers=_headers(obj.get("headers"), f"{where}.headers"),
-        timestamp=parse_timestamp(obj.get("timestamp"), f"{where}.timestamp"),
+        headers=() if headers is None else _headers(headers, f"{where}.headers"),
+        timestamp=None if ts is None else parse_timestamp(ts, f"{where}.timestamp"),
         key_type=key_type,
         value_type=value_type,
     )
