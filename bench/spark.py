@@ -13,10 +13,12 @@ jobs. Both sides read those files, so the figure is the jobs' computation, not t
 fetch (benchmarked in ``broker``).
 
 - Spark (timed from the first read to the last collected row; the session, 7-8 s to start,
-  is created before and kept, as the Celery worker keeps it): the lag job's transforms
-  (``lag_samples``, ``evaluate_history``, ``lag_status`` with the log starts) and the
-  throughput job's (per minute and hour, ``peaks``, ``skew``), composed and cached as
-  ``spark/jobs`` compose them, every result collected as rows.
+  is created before and kept, as the Celery worker keeps it; nothing ran on it before, so
+  the JVM's first-query costs are in the figure): the lag job's transforms
+  (``record_slices``, ``samples_from_slices``, ``evaluate_history``, ``lag_status`` with the
+  log starts) and the throughput job's (per minute, hours rolled up, ``peaks``, ``skew``),
+  composed and cached as ``spark/jobs`` compose them, every result collected as rows. Each
+  job reads the records once (two reads in all, as the two jobs run apart in production).
 - Python (timed the same way): reads each partition's file with pyarrow into lists, one pass
   per partition in plain Python (minute buckets with records, bytes, last timestamp and log
   end; the log end at each commit by bisecting the commit times; the timestamps at committed
