@@ -5,7 +5,6 @@ that no longer exist are dropped."""
 from __future__ import annotations
 
 import logging
-import os
 import time
 import traceback
 import uuid
@@ -102,16 +101,11 @@ def run_execute(run_id: str | uuid.UUID) -> JobRun:
 
 # --- runs nobody finishes ------------------------------------------------------------------
 
-DEFAULT_RUN_TIMEOUT_S = 7200.0
-
 
 def run_timeout_s() -> float:
-    """How long a run may stay queued or running before it is marked stale: the setting
-    ``SLUICE_ANALYTICS_RUN_TIMEOUT_S`` (environment variable of the same name; 2 h)."""
-    value = getattr(settings, "SLUICE_ANALYTICS_RUN_TIMEOUT_S", None)
-    if value is None:
-        value = os.environ.get("SLUICE_ANALYTICS_RUN_TIMEOUT_S", DEFAULT_RUN_TIMEOUT_S)
-    return float(value)
+    """How long a run may stay queued or running before it is marked stale (the setting
+    ``SLUICE_ANALYTICS_RUN_TIMEOUT_S``, from the environment variable of that name; 2 h)."""
+    return float(settings.SLUICE_ANALYTICS_RUN_TIMEOUT_S)
 
 
 def _stale(run: JobRun, why: str, now) -> None:

@@ -230,3 +230,5 @@ SLUICE_ANALYTICS_SCHEDULE = os.environ.get(
 SLUICE_ANALYTICS_BOOTSTRAP = os.environ.get("SLUICE_ANALYTICS_BOOTSTRAP", "")
 SLUICE_ANALYTICS_LOOKBACK_H = float(os.environ.get("SLUICE_ANALYTICS_LOOKBACK_H", "24"))
 SLUICE_ANALYTICS_MIN_STOP_MS = int(os.environ.get("SLUICE_ANALYTICS_MIN_STOP_MS", "60000"))
+# A run still queued or running after this long was lost (a killed worker): marked failed.
+SLUICE_ANALYTICS_RUN_TIMEOUT_S = float(os.environ.get("SLUICE_ANALYTICS_RUN_TIMEOUT_S", "7200"))
