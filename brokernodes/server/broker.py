@@ -70,6 +70,8 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self._producer_ids: ProducerIdManager | None = None
         self._sticky: dict[str, StickyPartitioner] = defaultdict(StickyPartitioner)
+        # topic id -> (the TopicInfo it was computed from, partitions this broker leads)
+        self._led: dict[str, tuple[TopicInfo, list[int]]] = {}
         self._producer_id_lock = asyncio.Lock()
         self.started_at = time.time()
         self.stopping = False
@@ -150,9 +152,18 @@ class Broker:
             return entry.partition
         if entry.key is not None:
             return partition_for_key(entry.key, n)
+        return self._sticky[topic.topic_id].partition(None, n, self._led_partitions(topic) or None)
+
+    def _led_partitions(self, topic: TopicInfo) -> list[int]:
+        """The partitions of ``topic`` this broker leads, computed once per metadata image's
+        ``TopicInfo`` (not once per keyless record)."""
+        cached = self._led.get(topic.topic_id)
+        if cached is not None and cached[0] is topic:
+            return cached[1]
         broker_id = self.image.broker_id
         led = [p.partition for p in topic.partitions if p.leader == broker_id]
-        return self._sticky[topic.topic_id].partition(None, n, led or None)
+        self._led[topic.topic_id] = (topic, led)
+        return led
 
     async def produce_entries(
         self, topic_name: str, entries: Sequence[ProduceEntry], *, acks: int = 1
