@@ -38,6 +38,15 @@ def need_browser() -> None:
         pytest.skip(f"needs Chromium at {CHROMIUM} (make console-setup installs it with apt)")
 
 
+# What the stack must not inherit from the test run's environment: it keeps its own
+# database (SQLite under its var dir, even when the suite runs on PostgreSQL), secret and var.
+NOT_INHERITED = ("SLUICE_CLUSTER_SECRET", "DATABASE_URL", "SLUICE_VAR_DIR")
+
+
+def stack_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
+
+
 def run(argv: list[str], *, timeout: float, env: dict | None = None, cwd: Path = ROOT):
     return subprocess.run(
         argv,
@@ -45,7 +54,7 @@ def run(argv: list[str], *, timeout: float, env: dict | None = None, cwd: Path =
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, **(env or {})},
+        env={**stack_env(), **(env or {})},
     )
 
 
@@ -81,11 +90,7 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
     shutil.rmtree(ARTIFACTS, ignore_errors=True)  # this run's screenshots only
     tmp = tmp_path_factory.mktemp("console-stack")
     state_file = tmp / "state.json"
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("SLUICE_CLUSTER_SECRET", "DATABASE_URL", "SLUICE_VAR_DIR")
-    }
+    env = stack_env()
     log_path = tmp / "runner.log"
     with open(log_path, "wb") as log:
         runner = subprocess.Popen(
