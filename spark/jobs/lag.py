@@ -3,6 +3,7 @@ status per sample) and each partition's status now."""
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark.datasource.segments import read_segments
@@ -38,11 +39,7 @@ def run(
     commits = commits.join(wanted, ["tenant", "topic"])
     # the records are read once, into the slices; everything else works on those
     slices = lag.record_slices(records, commits, bucket).cache()
-    samples = lag.samples_from_slices(slices, commits).cache()
-    history = lag.evaluate_history(samples, window=window, min_stop_ms=min_stop_ms)
-    if since_ms is not None:
-        history = history.where(F.col("ts_ms") >= since_ms)
-    segments = None
+    segments = log_starts = None
     if with_segments:
         client = source.client()
         try:
@@ -51,20 +48,48 @@ def run(
             client.close()
         segments = segment_forecast(facts, now_ms=now_ms)
         log_starts = facts.select("tenant", "topic", "partition", "log_start_offset").distinct()
-    else:
-        log_starts = lag.log_starts_of(slices)
-    status = lag.lag_status(
-        samples,
+    out = results(
+        slices,
+        commits,
         now_ms=now_ms,
+        since_ms=since_ms,
         log_starts=log_starts,
         segments=segments,
         window=window,
+        min_stop_ms=min_stop_ms,
+    )
+    slices.unpersist()
+    return out
+
+
+def results(
+    slices: DataFrame,
+    commits: DataFrame,
+    *,
+    now_ms: int,
+    since_ms: int | None = None,
+    log_starts: DataFrame | None = None,
+    segments: DataFrame | None = None,
+    window: int = lag.DEFAULT_WINDOW,
+    min_stop_ms: int = lag.DEFAULT_MIN_STOP_MS,
+) -> dict[str, list[dict]]:
+    """The history and status rows from ``record_slices`` of the same commits (cached by the
+    caller, who may share them with the throughput): the samples are framed once and both
+    results derive from those frames (``log_starts`` default: the smallest offset read)."""
+    frames = lag.framed(lag.samples_from_slices(slices, commits), window).cache()
+    history = lag.history_from_frames(frames, min_stop_ms=min_stop_ms)
+    if since_ms is not None:
+        history = history.where(F.col("ts_ms") >= since_ms)
+    status = lag.status_from_frames(
+        frames,
+        now_ms=now_ms,
+        log_starts=log_starts if log_starts is not None else lag.log_starts_of(slices),
+        segments=segments,
         min_stop_ms=min_stop_ms,
     )
     out = {
         "history": rows(history, (*lag.GTP, "ts_ms")),
         "status": rows(status, tuple(lag.GTP)),
     }
-    samples.unpersist()
-    slices.unpersist()
+    frames.unpersist()
     return out

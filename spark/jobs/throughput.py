@@ -3,6 +3,8 @@ and skew."""
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame
+
 from spark.jobs.common import Source, TopicRef, read_topics, rows
 from spark.transforms import throughput
 
@@ -18,22 +20,29 @@ def run(
     records = read_topics(spark, source, topics, since_ms=since_ms)
     if records is None:
         return {"minute": [], "hour": [], "peaks": [], "skew": []}
-    records = records.cache()
     minute = throughput.per_partition(records, "minute").cache()
-    hour = throughput.rollup(minute, "hour")
     client = source.client()
     try:
         counts = [(t.tenant, t.shown, len(client.partitions(t.name))) for t in topics]
     finally:
         client.close()
     partitions = spark.createDataFrame(counts, "tenant string, topic string, partitions int")
+    out = results(minute, partitions, hot_factor=hot_factor)
+    minute.unpersist()
+    return out
+
+
+def results(
+    minute: DataFrame, partitions: DataFrame, *, hot_factor: float = throughput.HOT_FACTOR
+) -> dict[str, list[dict]]:
+    """Minute, hour, peak and skew rows from per-partition minutes (cached by the caller;
+    ``per_partition`` of the records or ``from_slices`` of the lag's slices);
+    ``partitions``: ``tenant, topic, partitions``."""
+    hour = throughput.rollup(minute, "hour")
     keys = ["tenant", "topic", "ts"]
-    out = {
+    return {
         "minute": rows(minute, (*keys, "partition")),
         "hour": rows(hour, (*keys, "partition")),
         "peaks": rows(throughput.peaks(minute), ("tenant", "topic")),
         "skew": rows(throughput.skew(hour, partitions, hot_factor=hot_factor), tuple(keys)),
     }
-    minute.unpersist()
-    records.unpersist()
-    return out

@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark.transforms.burrow_sql import RESULT, evaluate, with_frames
+from spark.transforms.throughput import payload_bytes
 
 TP = ["tenant", "topic", "partition"]
 GTP = ["tenant", "group", "topic", "partition"]
@@ -77,18 +78,22 @@ def _committed_offsets(commits: DataFrame) -> DataFrame:
 
 
 def record_slices(records: DataFrame, commits: DataFrame, bucket: str = "1 minute") -> DataFrame:
-    """The one pass over the records that the lag needs, hashed into a small aggregate:
-    ``tenant, topic, partition, sec, slot, at, ts_ms, end, start`` (largest timestamp, 1 +
-    largest offset, smallest offset) per second and slot of that second between its commit
-    times (slot k: stamped after the second's k-th commit time and at or before the next;
-    most seconds hold no commit and are one slot). A record at a committed offset is its own
-    slice with ``at`` = its offset (``ts_ms`` is then its timestamp, for the time lag).
-    Everything after this works on the slices: the records are read once, never sorted, and
-    joined only with two small broadcast tables (commit seconds, committed offsets)."""
+    """The one pass over the records that the lag and the throughput need, hashed into a
+    small aggregate: ``tenant, topic, partition, sec, slot, at, ts_ms, end, start, records,
+    bytes`` (largest timestamp, 1 + largest offset, smallest offset, record count, payload
+    bytes: 0 when the records carry no ``key``/``value``) per second and slot of that second
+    between its commit times (slot k: stamped after the second's k-th commit time and at or
+    before the next; most seconds hold no commit and are one slot). A record at a committed
+    offset is its own slice with ``at`` = its offset (``ts_ms`` is then its timestamp, for
+    the time lag). Everything after this works on the slices: the records are read once,
+    never sorted, and joined only with two small broadcast tables (commit seconds, committed
+    offsets); ``throughput.from_slices`` sums them into minutes."""
     bucket_ms(bucket)  # fail early on a bucket the slices cannot respect
     cs = F.broadcast(_commit_seconds(commits))
     wanted = F.broadcast(_committed_offsets(commits))
-    r = records.select(*TP, "offset", _ms(F.col("timestamp")).alias("ts_ms")).withColumn(
+    has_payload = {"key", "value"} <= set(records.columns)
+    sized = payload_bytes(records) if has_payload else records.withColumn("bytes", F.lit(0))
+    r = sized.select(*TP, "offset", "bytes", _ms(F.col("timestamp")).alias("ts_ms")).withColumn(
         "sec", F.floor(F.col("ts_ms") / 1000)
     )
     return (
@@ -104,6 +109,8 @@ def record_slices(records: DataFrame, commits: DataFrame, bucket: str = "1 minut
             F.max("ts_ms").alias("ts_ms"),
             (F.max("offset") + 1).alias("end"),
             F.min("offset").alias("start"),
+            F.count(F.lit(1)).alias("records"),
+            F.sum("bytes").cast("long").alias("bytes"),
         )
     )
 
@@ -258,13 +265,26 @@ def samples_from_slices(
     )
 
 
+def framed(samples: DataFrame, window: int = DEFAULT_WINDOW) -> DataFrame:
+    """``samples`` plus the aggregates of each sample's window (itself and the ``window - 1``
+    before it). A frame looks only backwards, so the frames of the samples up to any ``now``
+    are the same with or without the later samples: the history and the status at ``now``
+    both derive from one framed DataFrame (jobs cache it)."""
+    return with_frames(samples, GTP, window)
+
+
 def evaluate_history(
     samples: DataFrame, *, window: int = DEFAULT_WINDOW, min_stop_ms: int = DEFAULT_MIN_STOP_MS
 ) -> DataFrame:
     """``samples`` plus ``status`` (and rates, catch-up): each sample evaluated over itself and
     the ``window - 1`` samples before it, at its own time."""
+    return history_from_frames(framed(samples, window), min_stop_ms=min_stop_ms)
+
+
+def history_from_frames(frames: DataFrame, *, min_stop_ms: int = DEFAULT_MIN_STOP_MS) -> DataFrame:
+    """``evaluate_history`` from ``framed`` samples."""
     return evaluate(
-        with_frames(samples, GTP, window),
+        frames,
         now_ms=F.col("ts_ms"),
         last_commit_ms=F.col("last_commit_ms"),
         log_start_offset=F.lit(None).cast("long"),
@@ -287,9 +307,34 @@ def lag_status(
     committed offset is in a segment retention deletes within ``risk_horizon_ms``).
 
     ``log_starts``: ``tenant, topic, partition, log_start_offset`` (for ERR)."""
-    framed = with_frames(samples.where(F.col("ts_ms") <= now_ms), GTP, window)
+    return status_from_frames(
+        framed(samples, window),
+        now_ms=now_ms,
+        log_starts=log_starts,
+        segments=segments,
+        min_stop_ms=min_stop_ms,
+        risk_horizon_ms=risk_horizon_ms,
+    )
+
+
+def status_from_frames(
+    frames: DataFrame,
+    *,
+    now_ms: int,
+    log_starts: DataFrame | None = None,
+    segments: DataFrame | None = None,
+    min_stop_ms: int = DEFAULT_MIN_STOP_MS,
+    risk_horizon_ms: int = RISK_HORIZON_MS,
+) -> DataFrame:
+    """``lag_status`` from ``framed`` samples: each key's last sample at or before
+    ``now_ms``, evaluated at ``now_ms``."""
     latest = Window.partitionBy(*GTP).orderBy(F.desc("ts_ms"), F.desc("is_commit"))
-    last = framed.withColumn("_rn", F.row_number().over(latest)).where("_rn = 1").drop("_rn")
+    last = (
+        frames.where(F.col("ts_ms") <= now_ms)
+        .withColumn("_rn", F.row_number().over(latest))
+        .where("_rn = 1")
+        .drop("_rn")
+    )
     if log_starts is not None:
         last = last.join(F.broadcast(log_starts.select(*TP, "log_start_offset")), TP, "left")
     else:

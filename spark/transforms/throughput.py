@@ -43,6 +43,19 @@ def per_partition(records: DataFrame, granularity: str = "minute") -> DataFrame:
     )
 
 
+def from_slices(slices: DataFrame, granularity: str = "minute") -> DataFrame:
+    """``per_partition`` from ``lag.record_slices`` (per-second ``records`` and ``bytes``; a
+    second lies in one minute, hour and day), so one pass over the records serves the lag and
+    the throughput."""
+    size = {"minute": 60, "hour": 3600, "day": 86_400}[granularity]
+    start = F.col("sec") - F.pmod(F.col("sec"), F.lit(size))
+    return (
+        slices.groupBy("tenant", "topic", "partition", F.timestamp_seconds(start).alias("ts"))
+        .agg(F.sum("records").alias("records"), F.sum("bytes").alias("bytes"))
+        .select("tenant", "topic", "partition", "ts", "records", "bytes")
+    )
+
+
 def rollup(partition_rates: DataFrame, granularity: str = "hour") -> DataFrame:
     """Finer ``per_partition`` rates summed into ``granularity`` periods (a minute belongs to
     one hour and one day), so the records are aggregated once for every granularity."""

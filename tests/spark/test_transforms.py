@@ -180,3 +180,26 @@ def test_daily_usage_and_storage_points(spark):
     }
     assert rows["app"].bytes_in == 30 and rows["app"].requests == 3
     assert rows[""].storage_gb_hours == pytest.approx(1.0)
+
+
+def test_throughput_from_slices_equals_per_partition(spark):
+    """One pass serves both jobs: minutes and days summed from the lag's per-second slices
+    equal those aggregated from the records."""
+    records = spark.createDataFrame(
+        [
+            ("", "t", o % 2, o, ts(T0 - 90_000 + o * 7_001), b"k" * (o % 3), b"v" * o)
+            for o in range(40)
+        ],
+        "tenant string, topic string, partition int, offset long, timestamp timestamp, "
+        "key binary, value binary",
+    )
+    commits = spark.createDataFrame(
+        [("", "g", "t", 0, 6, ts(T0 + 3_500))],
+        "tenant string, group string, topic string, partition int, committed_offset long, "
+        "commit_timestamp timestamp",
+    )
+    slices = lag.record_slices(records, commits)
+    for granularity in ("minute", "day"):
+        want = throughput.per_partition(records, granularity).collect()
+        got = throughput.from_slices(slices, granularity).collect()
+        assert len(want) > 1 and sorted(got) == sorted(want)
