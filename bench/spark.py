@@ -317,7 +317,7 @@ def spark_jobs(spark, base: Path) -> dict:
     from spark.transforms import lag, throughput
 
     records = spark.read.parquet(str(base / "records"))
-    commits = spark.read.parquet(str(base / "commits.parquet"))
+    commits = spark.read.parquet(str(base / "commits.parquet")).cache()  # as the lag job
     # one read of the records for both jobs: per-second slices (records, bytes, last
     # timestamp, log end), cached; the lag and the throughput minutes derive from them
     slices = lag.record_slices(records, commits).cache()
@@ -333,6 +333,7 @@ def spark_jobs(spark, base: Path) -> dict:
     minute, hour, peaks, skew = (tp_rows[k] for k in ("minute", "hour", "peaks", "skew"))
     minute_df.unpersist()
     slices.unpersist()
+    commits.unpersist()
     tp = ("tenant", "topic", "partition")
     return {
         "history": [

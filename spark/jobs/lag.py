@@ -36,7 +36,9 @@ def run(
     wanted = spark.createDataFrame(
         [(t.tenant, t.shown) for t in topics], "tenant string, topic string"
     )
-    commits = commits.join(wanted, ["tenant", "topic"])
+    # the commits are small and used five times (commit seconds twice, committed offsets,
+    # groups, the commits themselves): one read of __consumer_offsets, kept
+    commits = commits.join(wanted, ["tenant", "topic"]).cache()
     # the records are read once, into the slices; everything else works on those
     slices = lag.record_slices(records, commits, bucket).cache()
     segments = log_starts = None
@@ -59,6 +61,7 @@ def run(
         min_stop_ms=min_stop_ms,
     )
     slices.unpersist()
+    commits.unpersist()
     return out
 
 
