@@ -338,7 +338,7 @@ class Cluster:
         for r in self.replicas:
             if r is lr or not r.alive:
                 continue
-            if r.id in ls.maximal_isr and r.log[:hw] != lr.log[:hw]:
+            if self._in_sync_incarnation(ls, r) and r.log[:hw] != lr.log[:hw]:
                 raise Violation(f"ISR member {r.id} differs from the leader below HW {hw}")
             f = r.follower
             if f is not None and f.phase is FollowerPhase.FETCHING:
@@ -346,6 +346,18 @@ class Cluster:
                     raise Violation(f"follower {r.id} diverged from leader {lr.id}")
                 if not self.unclean_elections and r.log[: r.hw] != lr.log[: r.hw]:
                     raise Violation(f"follower {r.id} HW {r.hw} above a divergence")
+
+    @staticmethod
+    def _in_sync_incarnation(ls: LeaderState, r: Replica) -> bool:
+        """``r`` is in the leader's maximal ISR as the incarnation the leader knows. A pending
+        expansion names each member with the broker epoch of its last fetch; a replica that
+        restarted since (a new broker epoch, its unflushed tail maybe lost) is refused by the
+        controller (KIP-903), so it is not in sync even while that proposal is in flight."""
+        if r.id in ls.isr:
+            return True
+        if ls.pending is None:
+            return False
+        return (r.id, r.broker_epoch) in ls.pending.new_isr
 
     def heal(self) -> bool:
         """Restart and resume everyone and replicate until quiet; False if no leader."""
