@@ -26,6 +26,7 @@ from brokernodes.server.json_records import ProduceEntry
 from brokernodes.server.metadata import ClusterMetadata, MetadataSource, TopicInfo
 from brokernodes.server.metrics import BrokerMetrics
 from brokernodes.server.operator import operator_principal
+from brokernodes.server.partition import AppendResult, Partition
 from brokernodes.server.producer_ids import ProducerIdManager
 from brokernodes.server.replica_manager import ReplicaManager
 from brokernodes.server.throttle import QuotaEnforcer, tenant_stored_bytes
@@ -187,9 +188,28 @@ class Broker:
         )
         sticky = self._sticky.get(topic.topic_id)
         if sticky is not None and sticky.sticky_partition is not None:
-            led = [p.partition for p in topic.partitions if p.leader == self.image.broker_id]
-            sticky.on_new_batch(sticky.sticky_partition, len(topic.partitions), led or None)
+            led = self._led_partitions(topic) or None
+            sticky.on_new_batch(sticky.sticky_partition, len(topic.partitions), led)
         return results
+
+    async def append_batches(
+        self,
+        principal: Principal | None,
+        partition: Partition,
+        topic: str,
+        batches: bytearray,
+        *,
+        acks: int,
+    ) -> AppendResult:
+        """A binary produce (an HTTP body or a WebSocket frame): the storage quota, the
+        leader append, and the bytes-in counters for what was newly appended."""
+        self.quotas.check_storage(principal)
+        result = await partition.append_as_leader(
+            batches, acks=acks, timeout=self.config.acks_all_timeout_s
+        )
+        if not result.duplicate:
+            self.metrics.record_in(topic, result.bytes, result.record_count)
+        return result
 
     async def _append_entries(
         self, topic: str, partition: int, results: list[EntryResult], acks: int

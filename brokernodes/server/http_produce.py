@@ -139,13 +139,8 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             raise InvalidRequestError(
                 "body: empty; send one or more RecordBatch v2 batches back to back"
             )
-        broker.quotas.check_storage(principal)
         nbytes = len(body)
-        result = await partition.append_as_leader(
-            body, acks=acks, timeout=config.acks_all_timeout_s
-        )
-        if not result.duplicate:
-            broker.metrics.record_in(topic, result.bytes, result.record_count)
+        result = await broker.append_batches(principal, partition, topic, body, acks=acks)
         throttle = await broker.quotas.throttle_produce(principal, nbytes)
         if acks == 0:
             return throttled(json_response({}, 202), throttle)

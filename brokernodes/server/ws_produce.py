@@ -211,14 +211,12 @@ class ProduceStream:
         try:
             principal = self.sock.authorize("WRITE", topic)
             partition = broker.replicas.get_partition(topic, request.partition)
-            broker.quotas.check_storage(principal)
-            result = await partition.append_as_leader(
-                request.batches, acks=self.acks, timeout=broker.config.acks_all_timeout_s
+            result = await broker.append_batches(
+                principal, partition, topic, request.batches, acks=self.acks
             )
         except SluiceError as e:
             return error_answer(request.id, e)
         if not result.duplicate:
-            broker.metrics.record_in(topic, result.bytes, result.record_count)
             # One loop turn before the answer: the consume streams this append woke push
             # the records first (the live tail's latency is what end to end measures; the
             # answer is not on that path).
