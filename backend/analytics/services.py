@@ -246,7 +246,9 @@ def store_throughput(run: JobRun, results: dict) -> int:
             ["organisation", "granularity", "topic", "partition", "ts"],
             ["records", "bytes"],
         )
-    return n + _store_peaks(run, results.get("peaks", [])) + _store_skew(run, results)
+    return (
+        n + _store_peaks(run, results.get("peaks", [])) + _store_skew(run, results.get("skew", []))
+    )
 
 
 def _store_peaks(run: JobRun, rows: list[dict]) -> int:
@@ -270,8 +272,7 @@ def _store_peaks(run: JobRun, rows: list[dict]) -> int:
     return len(objs)
 
 
-def _store_skew(run: JobRun, results: dict) -> int:
-    rows = results.get("skew", [])
+def _store_skew(run: JobRun, rows: list[dict]) -> int:
     orgs = _orgs(rows)
     objs = [
         SkewRow(
