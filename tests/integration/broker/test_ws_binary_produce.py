@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 import struct
 
+import aiohttp
+
 from brokernodes.client.produce_stream import encode_binary_produce_header
+from brokernodes.server.ws_protocol import MAX_BINARY_HEADER_BYTES
 from tests.integration.broker.test_ws import connect, recv_error_then_close, recv_json, run
 from tests.integration.broker.util import batch, fetch_all_values
 
@@ -153,3 +156,28 @@ def test_a_frame_without_a_readable_header_ends_the_stream(module_broker):
 def test_acks_zero_is_refused_before_the_upgrade(module_broker):
     status, _, body = module_broker.request("GET", PATH + "?acks=0")
     assert status == 400 and b"acks=0" in body
+
+
+def test_a_binary_frame_over_the_request_limit_closes_with_1009(broker_factory):
+    """The produce stream takes a binary frame of up to ``max_request_bytes`` of batches
+    plus the largest binary header; a larger frame closes the stream with 1009 (message
+    too big), as the HTTP endpoint answers REQUEST_TOO_LARGE (docs/data-plane-api.md)."""
+    limit = 65536
+    b = broker_factory({"events": (1, {})}, extra_args=["--max-request-bytes", str(limit)])
+    fits = batch([b"f" * 65_000])
+    too_big = batch([b"b" * (limit + MAX_BINARY_HEADER_BYTES)])
+    assert len(fits) <= limit < len(too_big) - MAX_BINARY_HEADER_BYTES
+
+    async def go():
+        async with connect(b, PATH) as ws:
+            await ws.send_bytes(frame(1, "events", 0, fits))
+            answer = await recv_json(ws)
+            await ws.send_bytes(frame(2, "events", 0, too_big))
+            msg = await ws.receive(timeout=10)
+            return answer, msg.type, ws.close_code
+
+    answer, kind, code = run(go())
+    assert answer["id"] == 1 and answer["base_offset"] == 0, answer
+    assert (kind, code) == (aiohttp.WSMsgType.CLOSE, 1009)
+    # only the frame that fit was appended
+    assert [v for _, v in fetch_all_values(b, "events", 0)] == [b"f" * 65_000]
