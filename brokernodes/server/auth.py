@@ -9,6 +9,7 @@ never logged or echoed: errors name only the key id.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -27,9 +28,11 @@ _DUMMY_DIGEST = "0" * 64
 current_client_host: ContextVar[str | None] = ContextVar("sluice_client_host", default=None)
 
 
+@functools.lru_cache(maxsize=4096)
 def client_host(peer: str | None) -> str | None:
     """The canonical IP address of a socket peer, or ``None`` when it is not an IP address
-    (a Unix socket). Forwarded-for headers are not trusted: brokers face clients directly."""
+    (a Unix socket). Forwarded-for headers are not trusted: brokers face clients directly.
+    Cached: every request asks, and a peer address parses the same every time."""
     if not peer:
         return None
     try:

@@ -24,22 +24,14 @@ async def read_body(request: web.BaseRequest, *, max_bytes: int, timeout: float)
             f"bytes; send smaller requests"
         )
     stream = request.content
+    if length is not None and stream.is_eof():
+        # The whole body is already buffered (a small body arrives with its headers): the
+        # reads below never wait, so there is no deadline to arm.
+        return await _read_known(stream, length)
     try:
         async with asyncio.timeout(timeout):
             if length is not None:
-                buf = bytearray(length)
-                view = memoryview(buf)
-                pos = 0
-                while pos < length:
-                    chunk = await stream.readany()
-                    if not chunk:
-                        raise InvalidRequestError(
-                            f"body ended after {pos} of the {length} bytes Content-Length announced"
-                        )
-                    end = pos + len(chunk)
-                    view[pos:end] = chunk
-                    pos = end
-                return buf
+                return await _read_known(stream, length)
             parts = bytearray()
             while True:
                 chunk = await stream.readany()
@@ -55,3 +47,20 @@ async def read_body(request: web.BaseRequest, *, max_bytes: int, timeout: float)
         raise RequestTimedOutError(
             f"the request body did not arrive within {timeout:g} s; the connection is closed"
         ) from None
+
+
+async def _read_known(stream, length: int) -> bytearray:
+    """A body of ``length`` bytes into one preallocated buffer (one copy per chunk)."""
+    buf = bytearray(length)
+    view = memoryview(buf)
+    pos = 0
+    while pos < length:
+        chunk = await stream.readany()
+        if not chunk:
+            raise InvalidRequestError(
+                f"body ended after {pos} of the {length} bytes Content-Length announced"
+            )
+        end = pos + len(chunk)
+        view[pos:end] = chunk
+        pos = end
+    return buf

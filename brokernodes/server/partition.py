@@ -33,6 +33,7 @@ thread-safe; appends and truncations that may fsync run in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import os
@@ -72,6 +73,11 @@ ROLL_MARGIN_MS = 1000
 # write failures that mean the disk (log directory) failed, not this request
 DISK_FAILURE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
 THREAD_APPEND_BYTES = int(os.environ.get("SLUICE_THREAD_APPEND_BYTES", 4 * 1024 * 1024))
+
+
+def _expire(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def now_ms() -> int:
@@ -130,9 +136,11 @@ class Partition:
         # directory offline)
         self.on_disk_failure: Callable[[Partition, BaseException], None] | None = None
         self._append_lock = asyncio.Lock()
-        self._data_arrived: asyncio.Future[None] | None = None  # HW moved (consumers)
-        self._appended: asyncio.Future[None] | None = None  # LEO moved (replica fetches)
-        self._changed: asyncio.Future[None] | None = None  # HW / ISR / role (acks=all)
+        # waiters, one future each: HW moved (consumers), LEO moved (replica fetches), HW /
+        # ISR / role changed (acks=all)
+        self._data_arrived: list[asyncio.Future[None]] | None = None
+        self._appended: list[asyncio.Future[None]] | None = None
+        self._changed: list[asyncio.Future[None]] | None = None
         self.closed = False
         self.checkpointed_hw = log.high_watermark
         self.apply_metadata(info, min_insync_replicas=min_insync_replicas)
@@ -604,9 +612,10 @@ class Partition:
     # --- waiters -----------------------------------------------------------------------
 
     @staticmethod
-    def _release(fut: asyncio.Future[None] | None) -> None:
-        if fut is not None and not fut.done():
-            fut.set_result(None)
+    def _release(waiters: list[asyncio.Future[None]] | None) -> None:
+        for fut in waiters or ():
+            if not fut.done():
+                fut.set_result(None)
 
     def _wake_fetchers(self) -> None:
         fut, self._data_arrived = self._data_arrived, None
@@ -621,13 +630,28 @@ class Partition:
         self._release(fut)
 
     async def _wait(self, attr: str, timeout: float) -> None:
+        """Until the next wake of ``attr``, close, or ``timeout``. Each waiter awaits its own
+        future, released by the wake directly (one loop turn to the waiter; ``asyncio.wait``
+        on a shared future took two, on the live tail's path), and a timer of its own."""
         if self.closed or timeout <= 0:
             return
-        fut = getattr(self, attr)
-        if fut is None:
-            fut = asyncio.get_running_loop().create_future()
-            setattr(self, attr, fut)
-        await asyncio.wait((fut,), timeout=timeout)
+        loop = asyncio.get_running_loop()
+        waiters = getattr(self, attr)
+        if waiters is None:
+            waiters = []
+            setattr(self, attr, waiters)
+        fut = loop.create_future()
+        waiters.append(fut)
+        timer = loop.call_later(timeout, _expire, fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            if getattr(self, attr) is waiters:
+                # timed out or cancelled with no wake since: leave the list (a wake drops
+                # the whole list it releases)
+                with contextlib.suppress(ValueError):
+                    waiters.remove(fut)
 
     async def wait_for_data(self, timeout: float) -> None:
         """Return when new data becomes readable (HW moved), on close, or after ``timeout``."""

@@ -99,6 +99,33 @@ def test_long_poll_wakes_and_times_out(manager_factory):
     run(main())
 
 
+def test_data_waiters_each_wake_once_and_leave_no_trace(manager_factory):
+    """Several consumers waiting on one partition are all released by one append; a waiter
+    that timed out or was cancelled is not kept in the partition's waiter list."""
+
+    async def main():
+        rm = manager_factory()
+        await rm.start()
+        p = rm.partitions[("t", 0)]
+        waiters = [asyncio.create_task(p.wait_for_data(5)) for _ in range(3)]
+        await asyncio.sleep(0.01)
+        assert len(p._data_arrived) == 3
+        await rm.append("t", 0, _batch([b"x"]))
+        await asyncio.wait_for(asyncio.gather(*waiters), 1)
+        assert p._data_arrived is None  # the wake took the whole list
+        await p.wait_for_data(0.01)  # times out: nothing new
+        assert p._data_arrived == []
+        cancelled = asyncio.create_task(p.wait_for_data(5))
+        await asyncio.sleep(0.01)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        assert p._data_arrived == []
+        await rm.close()
+
+    run(main())
+
+
 def test_idempotence_survives_reopen(manager_factory):
     async def main():
         rm = manager_factory()
