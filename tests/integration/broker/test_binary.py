@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
 from brokernodes.records.batch import decode_batches
 from tests.integration.broker.util import (
+    BINARY,
     batch,
     fetch_all_values,
     fetch_binary,
     headers_of,
     produce_binary,
+    raw_request,
 )
 
 
@@ -193,3 +196,50 @@ def test_long_poll_min_bytes_waits_for_enough(module_broker):
     t.join(5)
     assert not t.is_alive()
     assert len(headers_of(result["resp"][2])) == 2
+
+
+def _responses(data: bytes) -> list[tuple[int, bytes]]:
+    """(status, body) of each HTTP/1.1 response in ``data``, in order (Content-Length)."""
+    out = []
+    while data:
+        head, _, rest = data.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        fields = dict(h.partition(b":")[::2] for h in lines[1:])
+        length = int({k.strip().lower(): v for k, v in fields.items()}[b"content-length"])
+        out.append((int(lines[0].split(b" ")[1]), rest[:length]))
+        data = rest[length:]
+    return out
+
+
+def test_pipelined_requests_on_one_connection_are_answered_in_order(broker):
+    """HTTP/1.1 pipelining (the prebuilt produce benchmark sends several requests in one
+    write): every request is answered, in order, an error in the middle included."""
+    auth = broker.headers["Authorization"]
+    bodies = [batch([b"p%d-a" % i, b"p%d-b" % i]) for i in range(3)]
+
+    def post(path: str, body: bytes, last: bool = False) -> bytes:
+        return (
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n"
+            f"Content-Type: {BINARY}\r\nContent-Length: {len(body)}\r\n"
+            + ("Connection: close\r\n" if last else "")
+            + "\r\n"
+        ).encode() + body
+
+    good = "/sluice/v1/topics/events/partitions/0/batches?acks=1"
+    requests = [
+        post(good, bodies[0]),
+        post("/sluice/v1/topics/events/partitions/7/batches", bodies[1]),  # no partition 7
+        post(good, bodies[1]),
+        f"GET /sluice/v1/topics/events/partitions/0/batches?offset=0 HTTP/1.1\r\n"
+        f"Host: x\r\nAuthorization: {auth}\r\n\r\n".encode(),
+        post(good, bodies[2], last=True),
+    ]
+    answers = _responses(raw_request(broker.port, b"".join(requests)))
+    assert [status for status, _ in answers] == [200, 404, 200, 200, 200]
+    first, missing, second, fetched, third = (body for _, body in answers)
+    assert json.loads(missing)["error_code"] == "UNKNOWN_TOPIC_OR_PARTITION"
+    produced = [json.loads(b) for b in (first, second, third)]
+    assert [(a["base_offset"], a["last_offset"]) for a in produced] == [(0, 1), (2, 3), (4, 5)]
+    # the fetch, sent before the third produce, sees exactly the first two batches
+    values = [r.value for b in decode_batches(fetched) for r in b.records]
+    assert values == [b"p0-a", b"p0-b", b"p1-a", b"p1-b"]
