@@ -65,8 +65,35 @@ def parse_bearer(header: str | None) -> tuple[str, str]:
     return key_id, secret
 
 
+class _AuthCache:
+    """Successful authentications by Authorization header, for one metadata image: a new
+    image (a revoked key, a new key) empties it, so nothing is answered from an image that
+    is no longer current and no old image is kept alive. Only keys that passed are kept, so
+    unknown headers cannot grow it; bounded all the same."""
+
+    MAX = 4096
+    image: ClusterMetadata | None = None
+    principals: dict[str, Principal] = {}
+
+
 def authenticate(metadata: ClusterMetadata, header: str | None) -> Principal:
-    """Check the bearer API key against the metadata's key hashes (constant-time)."""
+    """Check the bearer API key against the metadata's key hashes (constant-time); a header
+    already checked against this very metadata image is answered from ``_AuthCache``."""
+    cache = _AuthCache
+    if cache.image is not metadata:
+        cache.image, cache.principals = metadata, {}
+    elif header:
+        principal = cache.principals.get(header)
+        if principal is not None:
+            return principal
+    principal = _authenticate(metadata, header)
+    if len(cache.principals) >= cache.MAX:
+        cache.principals = {}
+    cache.principals[header] = principal  # type: ignore[index]
+    return principal
+
+
+def _authenticate(metadata: ClusterMetadata, header: str | None) -> Principal:
     key_id, secret = parse_bearer(header)
     key = metadata.api_keys.get(key_id)
     digest = hashlib.sha256(secret.encode("utf-8", "surrogateescape")).hexdigest()

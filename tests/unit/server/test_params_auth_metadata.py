@@ -109,6 +109,34 @@ def test_auth():
             authenticate(m, header)
 
 
+def test_auth_is_remembered_per_metadata_image_only():
+    """A header that passed is answered again without rehashing, but only against the same
+    image: a new image without the key (revoked) refuses it, and failures are never kept."""
+    m = parse_metadata(DOC)
+    first = authenticate(m, "Bearer k.s")
+    assert authenticate(m, "Bearer k.s") is first
+    with pytest.raises(UnauthenticatedError):
+        authenticate(m, "Bearer k.x")  # a wrong secret is still refused after a hit
+    revoked = parse_metadata({**DOC, "api_keys": []})
+    with pytest.raises(UnauthenticatedError):
+        authenticate(revoked, "Bearer k.s")
+    rotated = parse_metadata(
+        {
+            **DOC,
+            "api_keys": [
+                {
+                    "key_id": "k",
+                    "secret_sha256": hashlib.sha256(b"new").hexdigest(),
+                    "principal": "User:u",
+                }
+            ],
+        }
+    )
+    with pytest.raises(UnauthenticatedError):
+        authenticate(rotated, "Bearer k.s")
+    assert authenticate(rotated, "Bearer k.new").key_id == "k"
+
+
 def test_error_bodies():
     e = NotLeaderOrFollowerError("moved", leader_id=2, leader_url="http://b")
     assert status_for(e.error_code) == 421
