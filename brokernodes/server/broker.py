@@ -183,9 +183,13 @@ class Broker:
                 result.error = e
                 continue
             by_partition[result.partition].append(result)
-        await asyncio.gather(
-            *(self._append_entries(topic_name, p, rs, acks) for p, rs in by_partition.items())
-        )
+        if len(by_partition) == 1:  # the common case: no task per partition to gather
+            ((p, rs),) = by_partition.items()
+            await self._append_entries(topic_name, p, rs, acks)
+        elif by_partition:
+            await asyncio.gather(
+                *(self._append_entries(topic_name, p, rs, acks) for p, rs in by_partition.items())
+            )
         sticky = self._sticky.get(topic.topic_id)
         if sticky is not None and sticky.sticky_partition is not None:
             led = self._led_partitions(topic) or None

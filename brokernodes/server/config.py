@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 FETCH_PATHS = ("sendfile", "copy")
 LOOPS = ("uvloop", "asyncio")
+HTTP_FRONTS = ("fast", "aiohttp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +18,7 @@ class BrokerConfig:
     port: int
     host: str = "127.0.0.1"
     loop: str = "uvloop"
+    http_front: str = "fast"  # "aiohttp": no lean produce front (brokernodes.server.fast_http)
     fetch_path: str = "sendfile"  # or "copy": read + write, for the CPU-per-GiB comparison
     fsync: bool = True  # False: never fsync (benchmarks/tests only; durability is gone)
     max_request_bytes: int = 16 * 1024 * 1024
@@ -60,6 +62,7 @@ def parse_args(argv: list[str] | None = None) -> BrokerConfig:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--loop", choices=LOOPS, default=env("SLUICE_LOOP", "uvloop"))
+    p.add_argument("--http-front", choices=HTTP_FRONTS, default=env("SLUICE_HTTP_FRONT", "fast"))
     p.add_argument(
         "--fetch-path", choices=FETCH_PATHS, default=env("SLUICE_FETCH_PATH", "sendfile")
     )
@@ -118,6 +121,7 @@ def parse_args(argv: list[str] | None = None) -> BrokerConfig:
         port=a.port,
         host=a.host,
         loop=a.loop,
+        http_front=a.http_front,
         fetch_path=a.fetch_path,
         fsync=not a.no_fsync,
         max_request_bytes=a.max_request_bytes,

@@ -26,6 +26,7 @@ from aiohttp import web
 from brokernodes.errors import UnauthenticatedError
 from brokernodes.server.broker import Broker
 from brokernodes.server.config import BrokerConfig, parse_args
+from brokernodes.server.fast_http import FastRoutes, FastServer
 from brokernodes.server.http import build_app
 from brokernodes.server.metadata import (
     ClusterMetadata,
@@ -131,6 +132,29 @@ EXIT_LOG_DIR_FAILED = 3
 FAILED_SHUTDOWN_TIMEOUT_S = 5.0
 
 
+async def listen(
+    config: BrokerConfig, app: web.Application, runner: web.AppRunner
+) -> tuple[asyncio.AbstractServer, FastServer | None]:
+    """The listening socket: the lean HTTP/1.1 front (``fast_http``) handing other requests
+    to aiohttp, or aiohttp alone with ``--http-front aiohttp``."""
+    loop = asyncio.get_running_loop()
+    assert runner.server is not None
+    fast = None
+    factory = runner.server
+    if config.http_front == "fast":
+        (middleware,) = app.middlewares
+        fast = factory = FastServer(
+            FastRoutes(app, middleware),
+            runner.server,
+            body_timeout_s=config.body_timeout_s,
+            max_request_bytes=config.max_request_bytes,
+        )
+    server = await loop.create_server(
+        factory, config.host, config.port, reuse_address=True, backlog=1024
+    )
+    return server, fast
+
+
 async def serve(config: BrokerConfig) -> int:
     """Run the broker until SIGTERM/SIGINT (exit code 0) or until its log directory fails
     (``EXIT_LOG_DIR_FAILED``: leadership is handed away first, no clean-shutdown markers)."""
@@ -169,18 +193,21 @@ async def serve(config: BrokerConfig) -> int:
             (p.topic, p.partition, p.log.log_end_offset, p.log.high_watermark)
             for p in list(broker.replicas.partitions.values())
         ],
-        lambda: len(runner.server.connections) if runner.server else 0,
+        lambda: (
+            (len(runner.server.connections) if runner.server else 0)
+            + (len(fast.connections) if fast is not None else 0)
+        ),
     )
     broker.metrics.registry.register(ReplicationCollector(broker.replicas))
-    site = web.TCPSite(runner, config.host, config.port, reuse_address=True, backlog=1024)
-    await site.start()
+    listener, fast = await listen(config, app, runner)
     logger.info(
-        "broker %d listening on http://%s:%d (loop=%s, fetch=%s)",
+        "broker %d listening on http://%s:%d (loop=%s, fetch=%s, front=%s)",
         metadata.current().broker_id,
         config.host,
         config.port,
         config.loop,
         config.fetch_path,
+        config.http_front,
     )
     start = asyncio.create_task(broker.start())
     done, _ = await asyncio.wait((start, stopped), return_when=asyncio.FIRST_COMPLETED)
@@ -203,6 +230,9 @@ async def serve(config: BrokerConfig) -> int:
     broker.stopping = True
     for p in broker.replicas.partitions.values():
         p.wake_all()
+    listener.close()
+    if fast is not None:
+        await fast.shutdown(config.shutdown_timeout_s)
     await runner.cleanup()
     await metadata.close()
     await broker.close()

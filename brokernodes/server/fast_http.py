@@ -1,0 +1,455 @@
+"""A lean HTTP/1.1 front for the produce routes, in front of aiohttp on the same port.
+
+Why: in a one-request-in-flight exchange aiohttp's own request/response machinery costs
+~90 us of loop time per request on this class of machine (a bare asyncio protocol ~40 us,
+a trivial aiohttp handler ~130 us), which was a third of a JSON produce and most of what one
+tenant's requests cost another (docs/acls-and-quotas.md, docs/data-plane-api.md).
+
+What: every connection starts here. A request this front serves itself is a plain HTTP/1.1
+``POST`` to a route in ``FAST_ROUTES`` with one ``Content-Length`` of at most
+``MAX_FAST_BODY`` bytes and nothing that needs aiohttp (no ``Transfer-Encoding``, ``Expect``
+or ``Upgrade``). It runs the *same* aiohttp handler through the *same* middleware (auth,
+ACLs, quotas, error bodies, metrics), given a small request object with the attributes those
+use, and writes the handler's ``web.Response`` itself. The first request that is anything
+else, or anything this parser is unsure of, hands the connection with every byte read so far
+to a fresh aiohttp ``RequestHandler``, which then owns it for good. Requests on a
+connection are answered in order, one at a time (pipelined ones wait in the buffer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from email.utils import formatdate
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
+
+from brokernodes.errors import RequestTimedOutError
+
+logger = logging.getLogger("sluice.broker.http")
+
+FAST_ROUTES = ("produce_binary", "produce_json", "produce_json_batch")
+MAX_FAST_BODY = 1024 * 1024  # larger bodies stream through aiohttp (its body deadline)
+MAX_HEAD = 16 * 1024  # a longer request head goes to aiohttp, which refuses it properly
+KEEPALIVE_TIMEOUT_S = 3630.0  # aiohttp's default for an idle keep-alive connection
+_EMPTY_QUERY: MultiDictProxy[str] = MultiDictProxy(MultiDict())
+_HANDOFF_HEADERS = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Middleware = Callable[[Any, Handler], Awaitable[web.StreamResponse]]
+
+
+class _Route:
+    __slots__ = ("handler", "name", "pattern")
+
+    def __init__(self, name: str, pattern: re.Pattern[str], handler: Handler) -> None:
+        self.name = name
+        self.pattern = pattern
+        self.handler = handler
+
+
+class _MatchInfo(dict):
+    """``request.match_info``: the path's variables and ``.route.name``."""
+
+    __slots__ = ("route",)
+
+
+class _Body:
+    """``request.content`` for a body that is already whole."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: bytes | bytearray) -> None:
+        self._data = data
+
+    def is_eof(self) -> bool:
+        return True
+
+    async def readany(self) -> bytes | bytearray:
+        data, self._data = self._data, b""
+        return data
+
+    async def read(self) -> bytes | bytearray:
+        return await self.readany()
+
+
+class FastRequest:
+    """The part of ``web.Request`` the produce handlers and the middleware use."""
+
+    __slots__ = (
+        "_query",
+        "_query_string",
+        "content",
+        "content_length",
+        "headers",
+        "match_info",
+        "method",
+        "path",
+        "remote",
+        "transport",
+    )
+
+    def __init__(self, method, path, query_string, match_info, headers, body, transport, remote):
+        self.method = method
+        self.path = path
+        self._query_string = query_string
+        self._query = None
+        self.match_info = match_info
+        self.headers = headers
+        self.content = _Body(body)
+        self.content_length = len(body)
+        self.transport = transport
+        self.remote = remote
+
+    @property
+    def query(self) -> MultiDictProxy[str]:
+        if self._query is None:
+            qs = self._query_string
+            self._query = (
+                MultiDictProxy(MultiDict(parse_qsl(qs, keep_blank_values=True)))
+                if qs
+                else _EMPTY_QUERY
+            )
+        return self._query
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("Content-Type", "application/octet-stream").split(";")[0]
+
+
+class FastRoutes:
+    """The fast routes, taken from the built aiohttp app (same handlers, same patterns)."""
+
+    def __init__(
+        self, app: web.Application, middleware: Middleware, names: Iterable[str] = FAST_ROUTES
+    ) -> None:
+        wanted = set(names)
+        self.middleware = middleware
+        self.routes: list[_Route] = []
+        for route in app.router.routes():
+            if route.name in wanted and route.method == "POST":
+                pattern = route.resource.get_info().get("pattern")  # type: ignore[union-attr]
+                if pattern is not None:
+                    self.routes.append(_Route(route.name, pattern, route.handler))
+        missing = wanted - {r.name for r in self.routes}
+        if missing:
+            raise RuntimeError(f"fast HTTP routes not in the app: {sorted(missing)}")
+
+    def match(self, path: str) -> tuple[_Route, _MatchInfo] | None:
+        for route in self.routes:
+            m = route.pattern.fullmatch(path)
+            if m is not None:
+                info = _MatchInfo(m.groupdict())
+                info.route = route
+                return route, info
+        return None
+
+
+class _Date:
+    """The ``Date`` header value, formatted once a second."""
+
+    second = -1
+    value = b""
+
+    @classmethod
+    def now(cls) -> bytes:
+        t = int(time.time())
+        if t != cls.second:
+            cls.second, cls.value = t, formatdate(t, usegmt=True).encode()
+        return cls.value
+
+
+def serialize(resp: web.StreamResponse, close: bool) -> bytes:
+    """A handler's ``web.Response`` as HTTP/1.1 bytes."""
+    if not isinstance(resp, web.Response) or resp.prepared:
+        raise TypeError(f"the fast HTTP path writes only plain responses, got {resp!r}")
+    body = resp.body
+    if body is None:
+        body = b""
+    elif not isinstance(body, bytes | bytearray):
+        raise TypeError("the fast HTTP path writes only bytes bodies")
+    parts = [f"HTTP/1.1 {resp.status} {resp.reason}\r\n".encode("latin-1")]
+    for name, value in resp.headers.items():
+        if name.lower() not in ("content-length", "connection", "date"):
+            parts.append(f"{name}: {value}\r\n".encode("latin-1"))
+    parts.append(b"Content-Length: %d\r\nDate: %s\r\n" % (len(body), _Date.now()))
+    parts.append(b"Connection: close\r\n\r\n" if close else b"\r\n")
+    parts.append(body)
+    return b"".join(parts)
+
+
+class FastServer:
+    """Protocol factory for the listening socket: fast protocols, aiohttp for the rest."""
+
+    def __init__(
+        self,
+        routes: FastRoutes,
+        fallback: Callable[[], asyncio.Protocol],
+        *,
+        body_timeout_s: float,
+        max_request_bytes: int,
+    ) -> None:
+        self.routes = routes
+        self.fallback = fallback
+        self.body_timeout_s = body_timeout_s
+        self.max_body = min(MAX_FAST_BODY, max_request_bytes)
+        self.connections: set[FastHttpProtocol] = set()
+        self.closing = False
+
+    def __call__(self) -> FastHttpProtocol:
+        return FastHttpProtocol(self)
+
+    async def shutdown(self, timeout: float) -> None:
+        """Close idle fast connections now and busy ones once their answer is written."""
+        self.closing = True
+        for conn in list(self.connections):
+            conn.close_when_idle()
+        deadline = time.monotonic() + timeout
+        while self.connections and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        for conn in list(self.connections):
+            conn.abort()
+
+
+class FastHttpProtocol(asyncio.Protocol):
+    """One client connection while it sends only fast requests (module docstring)."""
+
+    def __init__(self, server: FastServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.remote: str | None = None
+        self.buf = bytearray()
+        self.busy = False
+        self.closing = False
+        self.paused = False
+        self.handed_off = False
+        self._timer: asyncio.TimerHandle | None = None  # the keep-alive timeout
+        self._body_deadline: asyncio.TimerHandle | None = None
+        self._last_active = 0.0
+
+    # --- asyncio.Protocol --------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = transport.get_extra_info("peername")
+        self.remote = peer[0] if isinstance(peer, tuple | list) and peer else None
+        self.server.connections.add(self)
+        self._last_active = asyncio.get_running_loop().time()
+        self._arm_idle_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        self.closing = True
+        self._cancel_timers()
+
+    def _cancel_timers(self) -> None:
+        for timer in (self._timer, self._body_deadline):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._body_deadline = None
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if self.busy:
+            if len(self.buf) > 2 * MAX_FAST_BODY and not self.paused:
+                self.paused = True
+                self.transport.pause_reading()  # type: ignore[union-attr]
+            return
+        self._next()
+
+    # --- request loop ------------------------------------------------------------------
+
+    def _next(self) -> None:
+        """Serve the next whole request in the buffer, or hand off, or wait for bytes."""
+        buf = self.buf
+        if not buf or self.closing:
+            return
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buf) > MAX_HEAD:
+                self._hand_off()
+            return
+        parsed = self._parse_head(end)
+        if parsed is None:
+            self._hand_off()
+            return
+        method_path, headers, length, close = parsed
+        start = end + 4
+        if len(buf) < start + length:
+            if self._body_deadline is None:
+                self._body_deadline = asyncio.get_running_loop().call_later(
+                    self.server.body_timeout_s, self._body_timed_out, method_path, headers
+                )
+            return
+        if self._body_deadline is not None:
+            self._body_deadline.cancel()
+            self._body_deadline = None
+        body = buf[start : start + length]
+        del buf[: start + length]
+        self.busy = True
+        handler = method_path[2][0].handler
+        asyncio.get_running_loop().create_task(
+            self._serve(method_path, headers, body, close, handler)
+        )
+
+    def _parse_head(self, end: int):
+        """(route match, headers, Content-Length, close?) or None to hand off."""
+        head = bytes(self.buf[:end])
+        lines = head.split(b"\r\n")
+        request_line = lines[0].split(b" ")
+        if len(request_line) != 3 or request_line[0] != b"POST" or request_line[2] != b"HTTP/1.1":
+            return None
+        target = request_line[1]
+        if not target.startswith(b"/"):
+            return None
+        raw_path, _, query = target.partition(b"?")
+        if b"%" in raw_path or b"#" in target:
+            return None  # percent-escapes: aiohttp's router decodes paths its own way
+        try:
+            path = raw_path.decode("ascii")
+            query_string = query.decode("ascii")
+        except UnicodeError:
+            return None
+        matched = self.server.routes.match(path)
+        if matched is None:
+            return None
+        headers = CIMultiDict()
+        length = None
+        close = False
+        for line in lines[1:]:
+            name, sep, value = line.partition(b":")
+            if not sep or not name or name != name.strip() or b" " in name or b"\t" in name:
+                return None
+            lname = name.lower()
+            value = value.strip()
+            if lname in _HANDOFF_HEADERS:
+                return None
+            if lname == b"content-length":
+                if length is not None or not value.isdigit():
+                    return None
+                length = int(value)
+            elif lname == b"connection":
+                tokens = {t.strip() for t in value.lower().split(b",")}
+                if b"close" in tokens:
+                    close = True
+                if b"upgrade" in tokens:
+                    return None
+            try:
+                headers.add(name.decode("ascii"), value.decode("latin-1"))
+            except UnicodeError:
+                return None
+        if length is None or length > self.server.max_body:
+            return None  # aiohttp refuses an oversize body from its Content-Length
+        return (path, query_string, matched), CIMultiDictProxy(headers), length, close
+
+    async def _serve(self, method_path, headers, body, close: bool, handler: Handler) -> None:
+        path, query_string, (_, match_info) = method_path
+        request = FastRequest(
+            "POST", path, query_string, match_info, headers, body, self.transport, self.remote
+        )
+        try:
+            resp = await self.server.routes.middleware(request, handler)
+            close = close or self.server.closing or resp.keep_alive is False
+            data = serialize(resp, close)
+        except Exception:
+            logger.exception("fast HTTP path failed on %s; closing the connection", path)
+            self._close()
+            return
+        if self.closing:
+            return
+        self.transport.write(data)  # type: ignore[union-attr]
+        self.busy = False
+        self._last_active = asyncio.get_running_loop().time()
+        if close:
+            self._close()
+            return
+        if self.paused:
+            self.paused = False
+            self.transport.resume_reading()  # type: ignore[union-attr]
+        if self.buf:
+            self._next()
+
+    # --- handing off, timers, closing --------------------------------------------------
+
+    def _hand_off(self) -> None:
+        """aiohttp takes the connection, with everything read so far."""
+        if self.handed_off or self.transport is None:
+            return
+        self.handed_off = True
+        self.closing = True
+        self.server.connections.discard(self)
+        self._cancel_timers()
+        transport = self.transport
+        handler = self.server.fallback()
+        transport.set_protocol(handler)
+        handler.connection_made(transport)
+        data, self.buf = bytes(self.buf), bytearray()
+        if data:
+            handler.data_received(data)
+        if self.paused:
+            self.paused = False
+            transport.resume_reading()
+
+    def _body_timed_out(self, method_path, headers) -> None:
+        """The body did not arrive within ``body_timeout_s``: REQUEST_TIMED_OUT (through the
+        middleware, as aiohttp's path answers it) and the connection is closed."""
+        self._body_deadline = None
+        if self.closing or self.busy:
+            return
+        self.buf = bytearray()
+        self.busy = True
+        timeout = self.server.body_timeout_s
+
+        async def timed_out(request: Any) -> web.StreamResponse:
+            raise RequestTimedOutError(
+                f"the request body did not arrive within {timeout:g} s; the connection is closed"
+            )
+
+        asyncio.get_running_loop().create_task(
+            self._serve(method_path, headers, b"", True, timed_out)
+        )
+
+    def _arm_idle_timer(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(self._last_active + KEEPALIVE_TIMEOUT_S, self._idle_check)
+
+    def _idle_check(self) -> None:
+        """aiohttp's keep-alive timeout: an idle connection is closed after it."""
+        self._timer = None
+        if self.closing:
+            return
+        loop = asyncio.get_running_loop()
+        if self.busy or self.buf:
+            self._last_active = loop.time()
+        elif loop.time() >= self._last_active + KEEPALIVE_TIMEOUT_S:
+            self._close()
+            return
+        self._arm_idle_timer()
+
+    def close_when_idle(self) -> None:
+        if not self.busy:
+            self._close()
+
+    def _close(self) -> None:
+        self.closing = True
+        self.server.connections.discard(self)
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def abort(self) -> None:
+        self.closing = True
+        self.server.connections.discard(self)
+        if self.transport is not None:
+            self.transport.abort()
