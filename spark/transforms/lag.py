@@ -77,6 +77,26 @@ def _committed_offsets(commits: DataFrame) -> DataFrame:
     )
 
 
+def _probe(left: DataFrame, right: DataFrame, keys: list[str], how: str = "left") -> DataFrame:
+    """``left`` joined with the broadcast ``right`` on ``keys``, probed with one long hash of
+    the integral keys (Spark's fastest hashed relation for a broadcast join) and every key
+    compared on the candidates, so the join is exact. Joining on the key columns themselves
+    (two strings among them) builds and hashes a row per probe: about 0.7 s more per 10M
+    records on two cores for each of the record slices' two joins."""
+    ints = [k for k in keys if k not in ("tenant", "topic")]
+    r = right.select(
+        F.xxhash64(*ints).alias("_k"), *(F.col(c).alias(f"_r_{c}") for c in right.columns)
+    )
+    same = F.lit(True)
+    for k in keys:
+        same = same & (F.col(k) == F.col(f"_r_{k}"))
+    # coalesce keeps the comparison out of the equi-join keys (one long key stays the key)
+    on = (F.xxhash64(*(left[k] for k in ints)) == F.col("_k")) & F.coalesce(same, F.lit(False))
+    joined = left.join(F.broadcast(r), on, how)
+    extra = [c for c in right.columns if c not in keys]
+    return joined.select(*left.columns, *(F.col(f"_r_{c}").alias(c) for c in extra))
+
+
 def record_slices(records: DataFrame, commits: DataFrame, bucket: str = "1 minute") -> DataFrame:
     """The one pass over the records that the lag and the throughput need, hashed into a
     small aggregate: ``tenant, topic, partition, sec, slot, at, ts_ms, end, start, records,
@@ -85,96 +105,36 @@ def record_slices(records: DataFrame, commits: DataFrame, bucket: str = "1 minut
     between its commit times (slot k: stamped after the second's k-th commit time and at or
     before the next; most seconds hold no commit and are one slot). A record at a committed
     offset is its own slice with ``at`` = its offset (``ts_ms`` is then its timestamp, for
-    the time lag). Everything after this works on the slices: the records are read once,
-    never sorted, and joined only with two small broadcast tables (commit seconds, committed
-    offsets); ``throughput.from_slices`` sums them into minutes."""
+    the time lag). So every slice lies wholly at or before, or wholly after, every commit
+    time of its partition: the log end at a commit is the largest end of the slices whose
+    ``ts_ms`` is at or before it. Everything after this works on the slices: the records are
+    read once, never sorted, and joined only with two small broadcast tables (commit seconds,
+    committed offsets; ``_probe``); ``throughput.from_slices`` sums them into minutes."""
     bucket_ms(bucket)  # fail early on a bucket the slices cannot respect
-    cs = F.broadcast(_commit_seconds(commits))
-    wanted = F.broadcast(_committed_offsets(commits))
     has_payload = {"key", "value"} <= set(records.columns)
     sized = payload_bytes(records) if has_payload else records.withColumn("bytes", F.lit(0))
     r = sized.select(*TP, "offset", "bytes", _ms(F.col("timestamp")).alias("ts_ms")).withColumn(
         "sec", F.floor(F.col("ts_ms") / 1000)
     )
-    return (
-        r.join(cs, [*TP, "sec"], "left")
-        .join(wanted, [*TP, "offset"], "left")
-        .groupBy(
-            *TP,
-            "sec",
-            _slot(F.col("ts_ms")).alias("slot"),
-            F.when(F.col("hit"), F.col("offset")).alias("at"),
-        )
-        .agg(
-            F.max("ts_ms").alias("ts_ms"),
-            (F.max("offset") + 1).alias("end"),
-            F.min("offset").alias("start"),
-            F.count(F.lit(1)).alias("records"),
-            F.sum("bytes").cast("long").alias("bytes"),
-        )
+    r = _probe(r, _commit_seconds(commits), [*TP, "sec"])
+    r = _probe(r, _committed_offsets(commits), [*TP, "offset"])
+    return r.groupBy(
+        *TP,
+        "sec",
+        _slot(F.col("ts_ms")).alias("slot"),
+        F.when(F.col("hit"), F.col("offset")).alias("at"),
+    ).agg(
+        F.max("ts_ms").alias("ts_ms"),
+        (F.max("offset") + 1).alias("end"),
+        F.min("offset").alias("start"),
+        F.count(F.lit(1)).alias("records"),
+        F.sum("bytes").cast("long").alias("bytes"),
     )
 
 
 def log_starts_of(slices: DataFrame) -> DataFrame:
     """``tenant, topic, partition, log_start_offset``: the smallest offset read."""
     return slices.groupBy(*TP).agg(F.min("start").alias("log_start_offset"))
-
-
-def _log_end_at_commits(slices: DataFrame, commits: DataFrame) -> DataFrame:
-    """The commits (``group``, ``c``, ``ts_ms``, ``rec_ms``: the timestamp of the record at
-    the committed offset) with ``log_end``: slices and commits in one stream per partition,
-    ordered by second and slot (a commit after the records stamped at or before it), the
-    running largest end (0 before any record)."""
-    cs = F.broadcast(_commit_seconds(commits))
-    at = F.broadcast(
-        slices.where(F.col("at").isNotNull()).select(
-            *TP, F.col("at").alias("c"), F.col("ts_ms").alias("rec_ms")
-        )
-    )
-    c = (
-        commits.where(F.col("committed_offset").isNotNull())
-        .select(
-            *TP,
-            "group",
-            F.col("committed_offset").alias("c"),
-            _ms(F.col("commit_timestamp")).alias("ts_ms"),
-        )
-        .withColumn("sec", F.floor(F.col("ts_ms") / 1000))
-        .join(cs, [*TP, "sec"], "left")
-        .join(at, [*TP, "c"], "left")
-        .select(
-            *TP,
-            "sec",
-            _slot(F.col("ts_ms")).alias("slot"),
-            F.lit(1).alias("kind"),
-            "ts_ms",
-            F.lit(None).cast("long").alias("end"),
-            "group",
-            "c",
-            "rec_ms",
-        )
-    )
-    s = slices.select(
-        *TP,
-        "sec",
-        "slot",
-        F.lit(0).alias("kind"),
-        "ts_ms",
-        "end",
-        F.lit(None).cast("string").alias("group"),
-        F.lit(None).cast("long").alias("c"),
-        F.lit(None).cast("long").alias("rec_ms"),
-    )
-    w = (
-        Window.partitionBy(*TP)
-        .orderBy("sec", "slot", "kind")
-        .rowsBetween(Window.unboundedPreceding, 0)
-    )
-    return (
-        s.unionByName(c)
-        .withColumn("log_end", F.coalesce(F.max("end").over(w), F.lit(0)))
-        .where("kind = 1")
-    )
 
 
 def log_end_moves(records: DataFrame, bucket: str = "1 minute") -> DataFrame:
@@ -208,26 +168,85 @@ def samples_from_slices(
     slices: DataFrame, commits: DataFrame, bucket: str = "1 minute"
 ) -> DataFrame:
     """``lag_samples`` from ``record_slices`` of the same commits (jobs cache the slices)."""
-    groups = F.broadcast(
-        commits.where(F.col("committed_offset").isNotNull()).select(*GTP).distinct()
+    return samples_with_log_starts(slices, commits, bucket).drop("log_start_offset")
+
+
+def samples_with_log_starts(
+    slices: DataFrame, commits: DataFrame, bucket: str = "1 minute"
+) -> DataFrame:
+    """``samples_from_slices`` plus ``log_start_offset`` (the smallest offset read of the
+    partition). The slices and the commits meet in one stream per partition (one exchange of
+    small rows; every later window and aggregate keys on the partition, so nothing else is
+    shuffled or broadcast), ordered by time with a commit after the slices stamped at or
+    before it: the running largest end is the log end at every commit and slice (a slice
+    lies wholly on one side of each commit time, ``record_slices``), the timestamp of the
+    record at a committed offset comes from its own slice (same partition and offset), a
+    bucket's move is its last slice's time and the log end by then, repeated for every
+    group of the partition."""
+    size = bucket_ms(bucket)
+    none = {t: F.lit(None).cast(t) for t in ("long", "string")}
+    s = slices.select(
+        *TP,
+        F.lit(0).alias("kind"),
+        "ts_ms",
+        "sec",
+        "slot",
+        "end",
+        "start",
+        F.floor(F.col("sec") * 1000 / size).alias("bucket"),
+        F.col("at").alias("okey"),
+        F.when(F.col("at").isNotNull(), F.col("ts_ms")).alias("rec_ms"),
+        none["string"].alias("group"),
     )
-    moves = (
-        _moves(slices, bucket)
-        .join(groups, TP)
+    c = commits.where(F.col("committed_offset").isNotNull()).select(
+        *TP,
+        F.lit(1).alias("kind"),
+        _ms(F.col("commit_timestamp")).alias("ts_ms"),
+        none["long"].alias("sec"),
+        F.lit(None).cast("int").alias("slot"),
+        none["long"].alias("end"),
+        none["long"].alias("start"),
+        none["long"].alias("bucket"),
+        F.col("committed_offset").alias("okey"),
+        none["long"].alias("rec_ms"),
+        "group",
+    )
+    by_time = (
+        Window.partitionBy(*TP)
+        .orderBy("ts_ms", "kind")
+        .rangeBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    whole = Window.partitionBy(*TP)
+    # a slice's identity in its partition, to pick one last slice per bucket
+    ident = F.struct("ts_ms", "sec", "slot", "okey")
+    ev = (
+        s.unionByName(c)
+        .repartition(*TP)
         .select(
-            *GTP,
+            *TP,
+            "kind",
             "ts_ms",
-            F.lit(False).alias("is_commit"),
-            F.lit(None).cast("struct<c:long,rec_ms:long>").alias("cr"),
-            "log_end",
+            "okey",
+            "group",
+            # peers (same time) included: a commit sees every slice stamped at or before it
+            F.coalesce(F.max("end").over(by_time), F.lit(0)).alias("log_end"),
+            F.max("rec_ms").over(Window.partitionBy(*TP, "okey")).alias("rec_ms"),
+            (ident == F.max(ident).over(Window.partitionBy(*TP, "bucket"))).alias("move"),
+            F.collect_set("group").over(whole).alias("groups"),
+            F.min("start").over(whole).alias("log_start_offset"),
         )
     )
-    at_commits = _log_end_at_commits(slices, commits).select(
-        *GTP,
+    # a bucket's last slice is its move, one sample for every group of the partition; a
+    # commit is a sample of its group: one stream, no union (its windows run once)
+    commit = F.col("kind") == 1
+    ev = ev.where(commit | F.col("move")).select(
+        *TP,
+        F.explode(F.when(commit, F.array("group")).otherwise(F.col("groups"))).alias("group"),
         "ts_ms",
-        F.lit(True).alias("is_commit"),
-        F.struct("c", "rec_ms").alias("cr"),
+        commit.alias("is_commit"),
+        F.when(commit, F.struct(F.col("okey").alias("c"), F.col("rec_ms"))).alias("cr"),
         "log_end",
+        "log_start_offset",
     )
     w = (
         Window.partitionBy(*GTP)
@@ -235,18 +254,15 @@ def samples_from_slices(
         .rowsBetween(Window.unboundedPreceding, 0)
     )
     # the committed offset and its record's timestamp travel together from each commit
-    ev = (
-        moves.unionByName(at_commits)
-        .select(
-            *GTP,
-            "ts_ms",
-            "is_commit",
-            F.last("cr", ignorenulls=True).over(w).alias("cr"),
-            F.max("log_end").over(w).alias("log_end_offset"),
-            F.max(F.when(F.col("is_commit"), F.col("ts_ms"))).over(w).alias("last_commit_ms"),
-        )
-        .where(F.col("cr").isNotNull())
-    )
+    ev = ev.select(
+        *GTP,
+        "ts_ms",
+        "is_commit",
+        F.last("cr", ignorenulls=True).over(w).alias("cr"),
+        F.max("log_end").over(w).alias("log_end_offset"),
+        F.max(F.when(F.col("is_commit"), F.col("ts_ms"))).over(w).alias("last_commit_ms"),
+        "log_start_offset",
+    ).where(F.col("cr").isNotNull())
     committed = F.col("cr.c")
     offset_lag = F.greatest(F.col("log_end_offset") - committed, F.lit(0))
     time_lag = F.when(offset_lag == 0, F.lit(0)).otherwise(
@@ -262,6 +278,7 @@ def samples_from_slices(
         time_lag.cast("long").alias("time_lag_ms"),
         "is_commit",
         "last_commit_ms",
+        "log_start_offset",
     )
 
 
@@ -289,6 +306,71 @@ def history_from_frames(frames: DataFrame, *, min_stop_ms: int = DEFAULT_MIN_STO
         last_commit_ms=F.col("last_commit_ms"),
         log_start_offset=F.lit(None).cast("long"),
         min_stop_ms=min_stop_ms,
+    )
+
+
+HISTORY, STATUS = 0, 1  # ``kind`` of an ``evaluated`` row
+
+
+def evaluated(
+    frames: DataFrame,
+    *,
+    now_ms: int,
+    since_ms: int | None = None,
+    log_starts: DataFrame | None = None,
+    segments: DataFrame | None = None,
+    min_stop_ms: int = DEFAULT_MIN_STOP_MS,
+    risk_horizon_ms: int = RISK_HORIZON_MS,
+) -> DataFrame:
+    """``history_from_frames`` (``kind`` = ``HISTORY``; samples at or after ``since_ms``) and
+    ``status_from_frames`` (``kind`` = ``STATUS``, ``sampled_ms`` = ``ts_ms``) in one
+    DataFrame, so one query (one collect) gives both: each key's last sample at or before
+    ``now_ms`` is repeated as its status row and evaluated at ``now_ms`` with the log start.
+    ``log_starts`` default: the frames' own ``log_start_offset`` (``samples_with_log_starts``)
+    or none."""
+    order = Window.partitionBy(*GTP).orderBy("ts_ms", "is_commit")
+    after = F.lead("ts_ms").over(order)
+    last = (F.col("ts_ms") <= now_ms) & (after.isNull() | (after > now_ms))
+    shown = F.lit(True) if since_ms is None else F.col("ts_ms") >= since_ms
+    kinds = F.filter(
+        F.array(F.when(shown, F.lit(HISTORY)), F.when(F.col("_last"), F.lit(STATUS))),
+        lambda k: k.isNotNull(),
+    )
+    f = frames.withColumn("_last", last)
+    f = f.withColumn("kind", F.explode(kinds)).drop("_last")
+    if log_starts is not None:
+        f = f.drop("log_start_offset").join(
+            F.broadcast(log_starts.select(*TP, "log_start_offset")), TP, "left"
+        )
+    elif "log_start_offset" not in f.columns:
+        f = f.withColumn("log_start_offset", F.lit(None).cast("long"))
+    status = F.col("kind") == STATUS
+    out = evaluate(
+        f,
+        now_ms=F.when(status, F.lit(now_ms).cast("long")).otherwise(F.col("ts_ms")),
+        last_commit_ms=F.col("last_commit_ms"),
+        log_start_offset=F.when(status, F.col("log_start_offset")),
+        min_stop_ms=min_stop_ms,
+    ).withColumn("sampled_ms", F.col("ts_ms"))
+    if segments is None:
+        return out.withColumn("retention_risk", F.lit(False))
+    doomed = (
+        segments.where(F.col("delete_at_ms") <= now_ms + risk_horizon_ms)
+        .groupBy(*TP)
+        .agg(F.max("end_offset").alias("doomed_end"))
+    )
+    return (
+        out.join(F.broadcast(doomed), TP, "left")
+        .withColumn(
+            "retention_risk",
+            F.coalesce(
+                status
+                & (F.col("offset_lag") > 0)
+                & (F.col("committed_offset") < F.col("doomed_end")),
+                F.lit(False),
+            ),
+        )
+        .drop("doomed_end")
     )
 
 
