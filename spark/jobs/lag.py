@@ -7,7 +7,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark.datasource.segments import read_segments
-from spark.jobs.common import Source, TopicRef, read_topic, read_topics, rows
+from spark.jobs.common import Source, TopicRef, read_topic, read_topics, rows_by_kind
 from spark.transforms import lag
 from spark.transforms.burrow_sql import RESULT
 from spark.transforms.retention import segment_forecast
@@ -69,7 +69,6 @@ def run(
 HISTORY_COLUMNS = (
     *lag.GTP,
     "ts_ms",
-    "ts",
     "committed_offset",
     "log_end_offset",
     "offset_lag",
@@ -118,12 +117,9 @@ def results(
         segments=segments,
         min_stop_ms=min_stop_ms,
     )
-    history, status = [], []
-    for r in rows(both):
-        if r["kind"] == lag.STATUS:
-            status.append({c: r[c] for c in STATUS_COLUMNS})
-        else:
-            history.append({c: r[c] for c in HISTORY_COLUMNS})
-    history.sort(key=lambda r: tuple(r[c] for c in (*lag.GTP, "ts_ms")))
-    status.sort(key=lambda r: tuple(r[c] for c in lag.GTP))
-    return {"history": history, "status": status}
+    out = rows_by_kind(
+        both,
+        {lag.HISTORY: HISTORY_COLUMNS, lag.STATUS: STATUS_COLUMNS},
+        {lag.HISTORY: (*lag.GTP, "ts_ms"), lag.STATUS: tuple(lag.GTP)},
+    )
+    return {"history": out[lag.HISTORY], "status": out[lag.STATUS]}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark.jobs.common import Source, TopicRef, read_topics, rows
+from spark.jobs.common import Source, TopicRef, read_topics, rows_by_kind
 from spark.transforms import throughput
 
 
@@ -52,13 +52,14 @@ def results(
     for kind, df in parts.items():
         df = df.withColumn("kind", F.lit(kind))
         both = df if both is None else both.unionByName(df, allowMissingColumns=True)
-    columns = {kind: df.columns for kind, df in parts.items()}
-    out: dict[str, list[dict]] = {kind: [] for kind in parts}
-    for r in rows(both):
-        out[r["kind"]].append({c: r[c] for c in columns[r["kind"]]})
     keys = ("tenant", "topic", "ts")
-    order = {"minute": (*keys, "partition"), "hour": (*keys, "partition"), "peaks": keys[:2]}
-    for kind, cols in order.items():
-        out[kind].sort(key=lambda r, cols=cols: tuple(r[c] for c in cols))
-    out["skew"].sort(key=lambda r: tuple(r[c] for c in keys))
-    return out
+    return rows_by_kind(
+        both,
+        {kind: df.columns for kind, df in parts.items()},
+        {
+            "minute": (*keys, "partition"),
+            "hour": (*keys, "partition"),
+            "peaks": keys[:2],
+            "skew": keys,
+        },
+    )
