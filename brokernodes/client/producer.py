@@ -7,7 +7,8 @@ How a record travels (Kafka's producer, over the binary HTTP produce path):
    the producer's own loop) and returns a ``RecordFuture``. No I/O,
    no per-record asyncio future.
 2. A batch is sealed when the next record would take it over ``batch_size`` bytes, or when
-   it is ``linger_ms`` old, or on ``flush``.
+   it is ``linger_ms`` old, or on ``flush``; while the partition's request is out it stays
+   open (records arriving meanwhile join it) and is sealed when the answer comes.
 3. The sender task takes up to ``MAX_BATCHES_PER_REQUEST`` sealed batches of a partition,
    encodes each once (RecordBatch v2, compressed, with producer id, epoch and base sequence)
    and POSTs them back to back in one request to the partition's leader. One request per
@@ -617,7 +618,13 @@ class AsyncProducer:
         with self._lock:
             for queue in list(self._queues_with_data):
                 batch = queue.open
-                if batch is not None and (flushing or now - batch.created >= linger):
+                if batch is not None and queue.in_flight:
+                    # Kafka's muted partition: the open batch is not sealed while the
+                    # partition's request is out, so the records that arrive meanwhile join
+                    # one batch (sealed and sent when the answer comes, or when full)
+                    # instead of one small batch per sender wake-up
+                    pass
+                elif batch is not None and (flushing or now - batch.created >= linger):
                     self._seal(queue)
                 elif batch is not None:
                     deadline = batch.created + linger
