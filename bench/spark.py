@@ -15,10 +15,11 @@ fetch (benchmarked in ``broker``).
 - Spark (timed from the first read to the last collected row; the session, 7-8 s to start,
   is created before and kept, as the Celery worker keeps it): one read of the records into
   per-second slices (``record_slices``: records, bytes, last timestamp, log end), cached;
-  from them the lag job's results (``spark.jobs.lag.results``: samples, framed once and
-  cached, the history and the status at ``now`` with the log starts) and the throughput
-  job's (``spark.jobs.throughput.results`` over ``throughput.from_slices``: minutes, hours
-  rolled up, peaks, skew), every result collected as rows.
+  from them the lag job's results (``spark.jobs.lag.results``: the samples from one stream
+  of slices and commits per partition, framed once, the history and the status at ``now``
+  with the log starts in one query) and the throughput job's
+  (``spark.jobs.throughput.results`` over ``throughput.from_slices``: minutes, hours rolled
+  up, peaks, skew in one query), every result collected as rows.
 - Python (timed the same way): reads each partition's file with pyarrow into lists, one pass
   per partition in plain Python (minute buckets with records, bytes, last timestamp and log
   end; the log end at each commit by bisecting the commit times; the timestamps at committed
