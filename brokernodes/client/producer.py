@@ -617,14 +617,12 @@ class AsyncProducer:
         ready: list[tuple[PartitionQueue, list[ProducerBatch]]] = []
         with self._lock:
             for queue in list(self._queues_with_data):
-                batch = queue.open
-                if batch is not None and queue.in_flight:
-                    # Kafka's muted partition: the open batch is not sealed while the
-                    # partition's request is out, so the records that arrive meanwhile join
-                    # one batch (sealed and sent when the answer comes, or when full)
-                    # instead of one small batch per sender wake-up
-                    pass
-                elif batch is not None and (flushing or now - batch.created >= linger):
+                # Kafka's muted partition: the open batch is not sealed while the
+                # partition's request is out, so the records that arrive meanwhile join one
+                # batch (sealed and sent when the answer comes, or when full) instead of one
+                # small batch per sender wake-up
+                batch = None if queue.in_flight else queue.open
+                if batch is not None and (flushing or now - batch.created >= linger):
                     self._seal(queue)
                 elif batch is not None:
                     deadline = batch.created + linger

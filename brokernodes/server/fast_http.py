@@ -77,9 +77,6 @@ class _Body:
         data, self._data = self._data, b""
         return data
 
-    async def read(self) -> bytes | bytearray:
-        return await self.readany()
-
 
 class FastRequest:
     """The part of ``web.Request`` the produce handlers and the middleware use."""
@@ -119,10 +116,6 @@ class FastRequest:
                 else _EMPTY_QUERY
             )
         return self._query
-
-    @property
-    def content_type(self) -> str:
-        return self.headers.get("Content-Type", "application/octet-stream").split(";")[0]
 
 
 class FastRoutes:
@@ -230,7 +223,6 @@ class FastHttpProtocol(asyncio.Protocol):
         self.busy = False
         self.closing = False
         self.paused = False
-        self.handed_off = False
         self._timer: asyncio.TimerHandle | None = None  # the keep-alive timeout
         self._body_deadline: asyncio.TimerHandle | None = None
         self._last_active = 0.0
@@ -385,9 +377,8 @@ class FastHttpProtocol(asyncio.Protocol):
 
     def _hand_off(self) -> None:
         """aiohttp takes the connection, with everything read so far."""
-        if self.handed_off or self.transport is None:
+        if self.closing or self.transport is None:
             return
-        self.handed_off = True
         self.closing = True
         self.server.connections.discard(self)
         self._cancel_timers()

@@ -71,43 +71,16 @@ async def _wait_buffer_empty(transport: asyncio.Transport) -> None:
         delay = min(delay * 2, 0.01)
 
 
-class _Writable:
-    """Waits for a socket (a ``dup`` of the transport's fd) to take more bytes. The writer
-    stays registered for the whole send (epoll is level-triggered; while nobody waits its
-    callback does nothing) and each wait arms one timer, so a send that meets a full socket
-    buffer many times per MiB pays a future and a loop turn per wait, not two epoll_ctl
-    calls and an ``asyncio.timeout``."""
-
-    __slots__ = ("fd", "fut", "loop")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
-        self.loop = loop
-        self.fd = fd
-        self.fut: asyncio.Future[None] | None = None
-        loop.add_writer(fd, self._ready)
-
-    def _ready(self) -> None:
-        fut = self.fut
-        if fut is not None and not fut.done():
-            fut.set_result(None)
-
-    @staticmethod
-    def _stalled(fut: asyncio.Future[None]) -> None:
-        if not fut.done():
-            fut.set_exception(ConnectionResetError("client stopped reading"))
-
-    async def wait(self) -> None:
-        fut = self.fut = self.loop.create_future()
-        timer = self.loop.call_later(SEND_STALL_TIMEOUT_S, self._stalled, fut)
-        try:
+async def _wait_writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    fut = loop.create_future()
+    loop.add_writer(fd, lambda: fut.done() or fut.set_result(None))
+    try:
+        async with asyncio.timeout(SEND_STALL_TIMEOUT_S):
             await fut
-        finally:
-            timer.cancel()
-            self.fut = None
-
-    def close(self) -> None:
-        self.loop.remove_writer(self.fd)
-        os.close(self.fd)
+    except TimeoutError:
+        raise ConnectionResetError("client stopped reading") from None
+    finally:
+        loop.remove_writer(fd)
 
 
 async def send_zero_copy(request: web.BaseRequest, slices: list[OpenSlice]) -> int:
@@ -120,7 +93,7 @@ async def send_zero_copy(request: web.BaseRequest, slices: list[OpenSlice]) -> i
     loop = asyncio.get_running_loop()
     await _wait_buffer_empty(transport)
     sent = 0
-    writable: _Writable | None = None
+    wait_fd = -1
     try:
         for s in slices:
             offset, count = s.position, s.length
@@ -128,9 +101,9 @@ async def send_zero_copy(request: web.BaseRequest, slices: list[OpenSlice]) -> i
                 try:
                     n = os.sendfile(sock_fd, s.fd, offset, count)
                 except BlockingIOError:
-                    if writable is None:
-                        writable = _Writable(loop, os.dup(sock_fd))
-                    await writable.wait()
+                    if wait_fd < 0:
+                        wait_fd = os.dup(sock_fd)
+                    await _wait_writable(loop, wait_fd)
                     if transport.is_closing():
                         raise ConnectionResetError("client went away") from None
                     continue
@@ -140,8 +113,8 @@ async def send_zero_copy(request: web.BaseRequest, slices: list[OpenSlice]) -> i
                 count -= n
                 sent += n
     finally:
-        if writable is not None:
-            writable.close()
+        if wait_fd >= 0:
+            os.close(wait_fd)
     return sent
 
 
