@@ -139,6 +139,8 @@ def test_bench_produce_consume_and_e2e_print_summaries(client_broker):
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["failed"] == 0 and result["latency_p99_ms"] is not None
+    # the warm-up records (one per key, before the clock starts) are not counted
+    assert result["records"] == result["sent"] > 0
 
 
 def test_unreachable_url_says_which_url_and_what_to_check():
