@@ -609,6 +609,11 @@ class Partition:
         max_offset = None if replica_id is not None else self.log.high_watermark
         return self.log.read(offset, max_bytes, max_offset=max_offset)
 
+    def read_tail(self, offset: int, max_bytes: int) -> bytes | None:
+        """A consumer's read at the log end from memory (``PartitionLog.read_tail``): the
+        batches just appended, if they are what ``read`` would return; else None."""
+        return self.log.read_tail(offset, max_bytes, max_offset=self.log.high_watermark)
+
     # --- waiters -----------------------------------------------------------------------
 
     @staticmethod

@@ -41,6 +41,7 @@ from brokernodes.storage.files import pread_exactly
 
 if TYPE_CHECKING:
     from brokernodes.server.broker import Broker
+    from brokernodes.server.partition import Partition
 
 logger = logging.getLogger("sluice.broker.ws")
 
@@ -163,7 +164,7 @@ class ConsumeStream:
             principal = sock.authorize("READ", topic)
             p = broker.replicas.get_partition(topic, partition)
             raw, high_watermark = await self._read_batches(
-                offset, min(self.credit, params.max_bytes)
+                p, offset, min(self.credit, params.max_bytes)
             )
             if not raw:
                 if p.closed:
@@ -205,10 +206,14 @@ class ConsumeStream:
             broker.metrics.record_out(topic, size, records)
             offset = next_offset
 
-    async def _read_batches(self, offset: int, max_bytes: int) -> tuple[bytes, int]:
+    async def _read_batches(self, p: Partition, offset: int, max_bytes: int) -> tuple[bytes, int]:
         """Whole batches from ``offset`` (at most ``max_bytes`` but the first batch whole),
-        and the high watermark. Retries once if retention or compaction removed a segment
-        between the read and the open."""
+        and the high watermark: from memory when they are the batches just appended (the
+        live tail), else from the segment files. Retries once if retention or compaction
+        removed a segment between the read and the open."""
+        tail = p.read_tail(offset, max_bytes)
+        if tail is not None:
+            return tail, p.log.high_watermark
         params = self.params
         for _ in range(2):
             data = await self.broker.replicas.fetch(

@@ -78,6 +78,8 @@ CHECKPOINT_VERSION = 0
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+# Appends up to this size stay in memory for consumers at the log end (``read_tail``).
+TAIL_CACHE_BYTES = 64 * 1024
 
 
 def _wall_clock_ms() -> int:
@@ -176,6 +178,9 @@ class PartitionLog:
         self._checkpoint_interval_ms = checkpoint_interval_ms
         self._lock = threading.RLock()
         self._closed = False
+        # The last append's batches, (base offset, next offset, bytes), when small: see
+        # ``read_tail``
+        self._tail: tuple[int, int, bytes] | None = None
         self.topic, self.partition = _topic_partition(self.directory)
         try:
             os.makedirs(self.directory, exist_ok=True)
@@ -431,6 +436,7 @@ class PartitionLog:
             set_partition_leader_epoch(buf, 0, leader_epoch)
         seg.append_batch(buf, last, max_ts)
         self._log_end_offset = last + 1
+        self._remember_tail(base, buf)
         if leader_epoch is not None and leader_epoch >= 0:
             cache = self.leader_epoch_cache
             if leader_epoch != cache.latest_epoch:
@@ -540,6 +546,7 @@ class PartitionLog:
         else:
             self._append_chunks(prepared, view, seg, now)
         self._log_end_offset = entries[-1][2] + 1
+        self._remember_tail(first_offset, view)
         self._assign_epochs(prepared, first_offset, leader_epoch)
         info = AppendInfo(
             first_offset=first_offset,
@@ -558,6 +565,13 @@ class PartitionLog:
         ):
             self._flush(self._log_end_offset, now)
         return info
+
+    def _remember_tail(self, base_offset: int, written: bytearray | memoryview) -> None:
+        """Keep a copy of what was just written (up to the log end offset) if it is small."""
+        if len(written) <= TAIL_CACHE_BYTES:
+            self._tail = (base_offset, self._log_end_offset, bytes(written))
+        else:
+            self._tail = None
 
     def _append_chunks(
         self, prepared: _Prepared, view: memoryview, seg: LogSegment, now: int
@@ -694,6 +708,30 @@ class PartitionLog:
         self._last_checkpoint_ms = self._clock() if now is None else now
 
     # --- read --------------------------------------------------------------------------------
+
+    def read_tail(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None
+    ) -> bytes | None:
+        """The last append's batches from memory when they are exactly what ``read`` would
+        return from ``offset`` (a consumer at the log end reading what was just appended:
+        the live tail); None otherwise, and the caller reads the files.
+
+        The copy is valid while it ends at the log end offset: a later append replaces it
+        and a truncation moves the end below it; the log start offset may not pass it."""
+        tail = self._tail
+        if tail is None or tail[0] != offset:
+            return None
+        base, next_offset, data = tail
+        with self._lock:
+            if (
+                self._closed
+                or next_offset != self._log_end_offset
+                or base < self._log_start_offset
+                or (max_offset is not None and next_offset > max_offset)
+                or len(data) > max_bytes
+            ):
+                return None
+            return data
 
     def read(
         self,

@@ -22,6 +22,7 @@ from brokernodes.storage.config import LogConfig
 from brokernodes.storage.log import (
     CLEAN_SHUTDOWN_FILE,
     RECOVERY_POINT_CHECKPOINT,
+    TAIL_CACHE_BYTES,
     PartitionLog,
 )
 from tests.unit.storage.batches import make_batch, split_batches
@@ -239,6 +240,30 @@ def test_read_out_of_range(log):
         log.read(5, 100)
     with pytest.raises(OffsetOutOfRangeError):
         log.read(-1, 100)
+
+
+def test_read_tail_serves_the_last_small_append_from_memory(tmp_path):
+    log = open_log(tmp_path / "topic-0")
+    log.append(make_batch(2))
+    small = log.append(make_batch([b"x" * 10] * 3))
+    on_disk = log.read(small.first_offset, 1 << 20).read_bytes()
+    assert log.read_tail(small.first_offset, 1 << 20) == on_disk
+    # not the batches before it, not past the high watermark, not over max_bytes
+    assert log.read_tail(0, 1 << 20) is None
+    assert log.read_tail(small.first_offset, 1 << 20, max_offset=small.last_offset) is None
+    assert log.read_tail(small.first_offset, len(on_disk) - 1) is None
+    # an append too large to copy is not kept, and clears the old copy
+    big = log.append(make_batch([b"x" * TAIL_CACHE_BYTES]))
+    assert log.read_tail(big.first_offset, 1 << 30) is None
+    assert log.read_tail(small.first_offset, 1 << 30) is None
+    # a truncation below the copy's end invalidates it; so does closing
+    again = log.append(make_batch(2))
+    assert log.read_tail(again.first_offset, 1 << 20) is not None
+    log.truncate_to(again.first_offset + 1)
+    assert log.read_tail(again.first_offset, 1 << 20) is None
+    last = log.append(make_batch(1))
+    log.close()
+    assert log.read_tail(last.first_offset, 1 << 20) is None
 
 
 def test_read_spans_segments(tmp_path):

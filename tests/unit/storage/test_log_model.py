@@ -86,6 +86,8 @@ class LogModel(RuleBasedStateMachine):
         self.batches += batches
         self.end = read_header(batches[-1]).next_offset
         assert info.last_offset == self.end - 1
+        # the batches just appended are the live tail, served from memory as written
+        assert self.log.read_tail(info.first_offset, 1 << 20) == b"".join(batches)
 
     @rule(specs=batch_specs, gap=st.integers(0, 5))
     def append_follower(self, specs, gap):
@@ -114,6 +116,22 @@ class LogModel(RuleBasedStateMachine):
                 break
         got = self.log.read(offset, max_bytes, max_offset=max_offset).read_bytes()
         assert got == b"".join(expected)
+        tail = self.log.read_tail(offset, max_bytes, max_offset=max_offset)
+        assert tail is None or tail == got
+
+    @precondition(lambda self: self.batches)
+    @rule(data=st.data())
+    def read_tail(self, data):
+        """From memory only what the files hold: after truncation, retention, DeleteRecords
+        or a reopen, the copy of the last append is served only if it is still the log's
+        end (or not at all)."""
+        offset = read_header(data.draw(st.sampled_from(self.batches[-4:]))).base_offset
+        max_bytes = data.draw(st.integers(1, 2_000))
+        max_offset = data.draw(st.one_of(st.none(), st.integers(self.start, self.end)))
+        tail = self.log.read_tail(offset, max_bytes, max_offset=max_offset)
+        if tail is not None:
+            assert offset >= self.start
+            assert tail == self.log.read(offset, max_bytes, max_offset=max_offset).read_bytes()
 
     @rule(data=st.data())
     def offset_for_timestamp(self, data):
