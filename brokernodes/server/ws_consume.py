@@ -211,9 +211,12 @@ class ConsumeStream:
         and the high watermark: from memory when they are the batches just appended (the
         live tail), else from the segment files. Retries once if retention or compaction
         removed a segment between the read and the open."""
+        high_watermark = p.log.high_watermark
+        if offset == high_watermark:
+            return b"", high_watermark  # caught up: nothing to read
         tail = p.read_tail(offset, max_bytes)
         if tail is not None:
-            return tail, p.log.high_watermark
+            return tail, high_watermark
         params = self.params
         for _ in range(2):
             data = await self.broker.replicas.fetch(
