@@ -11,7 +11,8 @@ HTTP transport's errors, so the producer's retry logic is the same for both path
 - the stream closing or breaking -> ``BrokerConnectionError`` (retriable) for every request
   still waiting, unless the broker said why it ends (e.g. UNAUTHENTICATED: that error);
 - no answer within the request timeout -> ``ClientTimeoutError``, and the stream is closed
-  (a late answer could not be told apart), so the next request opens a new one.
+  (a late answer could not be told apart), so the next request opens a new one. One timer
+  watches the oldest request's deadline (answers come in order), not one per request.
 """
 
 from __future__ import annotations
@@ -67,10 +68,14 @@ class ProduceStream:
         self.url = url
         self.ws = ws
         self.timeout_s = timeout_s
+        self._loop = asyncio.get_running_loop()
         self._ids = itertools.count(1)
-        self._pending: dict[int, tuple[asyncio.Future, int]] = {}
+        # request id -> (answer future, frame size, answer deadline), in the order sent
+        self._pending: dict[int, tuple[asyncio.Future, int, float]] = {}
+        self._sweep: asyncio.TimerHandle | None = None  # checks the oldest request's deadline
         self._end_error: BaseException | None = None  # why the stream ended, once it has
-        self._reader = asyncio.get_running_loop().create_task(self._read())
+        self._closing: asyncio.Task | None = None
+        self._reader = self._loop.create_task(self._read())
 
     @property
     def open(self) -> bool:
@@ -78,33 +83,53 @@ class ProduceStream:
 
     async def send(self, topic: str, partition: int, batches: bytes) -> dict[str, Any]:
         """Send one request's batches; its answer (``base_offset``, ``last_offset``, ...)."""
+        return await (await self.write(topic, partition, batches))
+
+    async def write(self, topic: str, partition: int, batches: bytes) -> asyncio.Future:
+        """Write one request's frame (it does not wait unless the socket pushes back) and
+        return the future of its answer, which fails as ``send`` raises."""
         if not self.open:
             raise self._end_error or self._closed_error()
         request_id = next(self._ids)
         frame = encode_binary_produce_header(request_id, topic, partition) + batches
-        future = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = (future, len(frame))
+        future = self._loop.create_future()
+        deadline = self._loop.time() + self.timeout_s
+        self._pending[request_id] = (future, len(frame), deadline)
         try:
             await self.ws.send_bytes(frame)
         except (ConnectionError, RuntimeError, aiohttp.ClientError) as exc:
             self._pending.pop(request_id, None)
             self._end(BrokerConnectionError(f"produce stream to {self.url} broke: {exc}"))
             raise self._end_error from None
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                return await future
-        except TimeoutError:
-            self._pending.pop(request_id, None)
-            error = ClientTimeoutError(
+        if self._sweep is None:
+            self._sweep = self._loop.call_at(deadline, self._check_deadline)
+        return future
+
+    def _check_deadline(self) -> None:
+        """One timer for all requests, not one each: answers come in order, so only the
+        oldest request's deadline matters. Past it, the stream ends with a timeout (a late
+        answer could not be told apart) and the next request opens a new one."""
+        self._sweep = None
+        oldest = next(iter(self._pending.values()), None)
+        if oldest is None:
+            return
+        deadline = oldest[2]
+        if deadline > self._loop.time():
+            self._sweep = self._loop.call_at(deadline, self._check_deadline)
+            return
+        self._end(
+            ClientTimeoutError(
                 f"no answer from {self.url} within {self.timeout_s:g}s; the broker may be "
                 f"overloaded or unreachable"
             )
-            self._end(error)
-            await self.close()
-            raise error from None
+        )
+        self._closing = self._loop.create_task(self.close())
 
     async def close(self) -> None:
         self._end(BrokerConnectionError(f"produce stream to {self.url} closed by the client"))
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         self._reader.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self._reader
@@ -178,7 +203,7 @@ class ProduceStream:
         too_big = None
         if self.ws.close_code == CLOSE_MESSAGE_TOO_BIG and pending:
             too_big = max(pending, key=lambda i: pending[i][1])
-        for request_id, (future, _) in pending.items():
+        for request_id, (future, _, _) in pending.items():
             if future.done():
                 continue
             if request_id == too_big:
@@ -205,6 +230,11 @@ class ProduceStreams:
         self._timeout_s = timeout_s
         self._streams: dict[str, ProduceStream] = {}
         self._opening: dict[str, asyncio.Future] = {}
+
+    def get(self, url: str) -> ProduceStream | None:
+        """The open stream to ``url``, if there is one."""
+        stream = self._streams.get(url)
+        return stream if stream is not None and stream.open else None
 
     async def send(self, url: str, topic: str, partition: int, batches: bytes) -> dict[str, Any]:
         stream = self._streams.get(url)

@@ -597,7 +597,9 @@ class AsyncProducer:
             now = time.monotonic()
             if now - self._metadata_time > self.metadata_max_age_s:
                 self._spawn(self._refresh_metadata_quietly())
-            next_deadline = self._drain(now)
+            next_deadline, ready = self._drain(now)
+            for queue, batches in ready:
+                await self._start_request(queue, batches)
             if next_deadline is None:
                 await wake.wait()
             else:
@@ -608,9 +610,12 @@ class AsyncProducer:
                 except TimeoutError:
                     pass
 
-    def _drain(self, now: float) -> float | None:
-        """Start a request for every partition with something to send and nothing in flight.
-        Returns when the sender must look again (the first linger deadline), or None."""
+    def _drain(
+        self, now: float
+    ) -> tuple[float | None, list[tuple[PartitionQueue, list[ProducerBatch]]]]:
+        """The batches of every partition with something to send and nothing in flight (now
+        marked in flight), and when the sender must look again (the first linger deadline,
+        or None)."""
         next_deadline: float | None = None
         linger = self.linger_s
         flushing = self._flushing > 0
@@ -644,9 +649,51 @@ class AsyncProducer:
                     batches.append(batch)
                 queue.in_flight = True
                 ready.append((queue, batches))
-        for queue, batches in ready:
-            self._spawn(self._send_request(queue, batches))
-        return next_deadline
+        return next_deadline, ready
+
+    async def _start_request(self, queue: PartitionQueue, batches: list[ProducerBatch]) -> None:
+        """Send one partition's batches. On the WebSocket path with the leader's stream open,
+        the frame is written here, in the sender's own turn, and its answer completes the
+        batches from a callback: no task and no loop turn between the sender and the socket.
+        Otherwise, and for every retry, a request task runs ``_deliver``."""
+        stream = None
+        failed = None
+        if self._streams is not None and self._metadata is not None:
+            leader = self._metadata.leader_url(queue.topic, queue.partition)
+            stream = self._streams.get(leader) if leader is not None else None
+        if stream is not None:
+            try:
+                body = self._body(queue, batches)
+                answer = await stream.write(queue.topic, queue.partition, body)
+            except Exception as exc:  # the stream broke, or a batch cannot be encoded
+                failed = exc  # the request task retries or fails the batches, as for an answer
+            else:
+                for batch in batches:
+                    batch.attempts = 1
+                answer.add_done_callback(partial(self._on_answer, queue, batches))
+                return
+        self._spawn(self._send_request(queue, batches, failed))
+
+    def _on_answer(
+        self, queue: PartitionQueue, batches: list[ProducerBatch], answer: asyncio.Future
+    ) -> None:
+        """The answer to a request ``_start_request`` wrote: done, or on to the retries."""
+        if self._closed:
+            return  # close() failed the batches already
+        error = answer.exception()
+        if error is not None:
+            self._spawn(self._send_request(queue, batches, error))
+            return
+        try:
+            self._complete_ok(batches, answer.result())
+        except Exception as exc:  # never let a batch hang
+            log.exception(
+                "producer: unexpected error completing %s-%s", queue.topic, queue.partition
+            )
+            self._complete_failed(batches, exc)
+        finally:
+            queue.in_flight = False
+            self._wake()
 
     def _spawn(self, coro: Any) -> None:
         assert self._loop is not None
@@ -665,9 +712,6 @@ class AsyncProducer:
                 queue.producer_id = producer_id
                 queue.next_sequence = 0
             sequence = queue.next_sequence
-            queue.next_sequence = (sequence + len(batch.records)) & MAX_SEQUENCE
-        batch.producer_id = producer_id
-        batch.base_sequence = sequence
         batch.encoded = encode_batch(
             batch.records,
             compression=self.compression,
@@ -676,6 +720,11 @@ class AsyncProducer:
             producer_epoch=epoch,
             base_sequence=sequence,
         )
+        # taken only once the batch encodes: a batch that cannot leaves no sequence gap
+        if self.idempotent:
+            queue.next_sequence = (sequence + len(batch.records)) & MAX_SEQUENCE
+        batch.producer_id = producer_id
+        batch.base_sequence = sequence
 
     def _unencode(self, queue: PartitionQueue, batches: list[ProducerBatch]) -> None:
         """These batches were refused and will not be resent as they are: give back their
@@ -686,9 +735,16 @@ class AsyncProducer:
         for batch in batches:
             batch.encoded = None
 
-    async def _send_request(self, queue: PartitionQueue, batches: list[ProducerBatch]) -> None:
+    async def _send_request(
+        self,
+        queue: PartitionQueue,
+        batches: list[ProducerBatch],
+        failed: BaseException | None = None,
+    ) -> None:
+        """Deliver ``batches`` (retrying as needed); ``failed``: how a first attempt that
+        ``_start_request`` made went wrong."""
         try:
-            await self._deliver(queue, batches)
+            await self._deliver(queue, batches, failed)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # never let a batch hang
@@ -700,10 +756,19 @@ class AsyncProducer:
             queue.in_flight = False
             self._wake()
 
-    async def _deliver(self, queue: PartitionQueue, batches: list[ProducerBatch]) -> None:
+    def _body(self, queue: PartitionQueue, batches: list[ProducerBatch]) -> bytes:
+        """The request body: the batches encoded (once; a retry resends the same bytes)."""
         for batch in batches:
             self._encode(queue, batch)
-        body = batches[0].encoded if len(batches) == 1 else b"".join(b.encoded for b in batches)
+        return batches[0].encoded if len(batches) == 1 else b"".join(b.encoded for b in batches)
+
+    async def _deliver(
+        self,
+        queue: PartitionQueue,
+        batches: list[ProducerBatch],
+        failed: BaseException | None = None,
+    ) -> None:
+        body = self._body(queue, batches)
         path = (
             f"/sluice/v1/topics/{quote(queue.topic, safe='')}/partitions/{queue.partition}/batches"
         )
@@ -720,6 +785,9 @@ class AsyncProducer:
             )
             hinted_leader = None
             try:
+                if failed is not None:
+                    error, failed = failed, None
+                    raise error
                 if leader is None:
                     raise BrokerError(
                         "LEADER_NOT_AVAILABLE",

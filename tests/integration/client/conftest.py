@@ -34,6 +34,7 @@ CLIENT_TOPICS: dict[str, tuple[int, dict[str, str]]] = {
     "ws-produce": (4, {}),
     "ws-sync": (1, {}),
     "ws-idem": (1, {}),
+    "ws-silent": (1, {}),
 }
 
 

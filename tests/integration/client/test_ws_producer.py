@@ -106,6 +106,43 @@ def test_a_lost_answer_is_retried_without_duplicates(client_broker, monkeypatch)
     assert [m.offset for m in metas] == list(range(100))  # original offsets answered
 
 
+def test_unanswered_requests_time_out_and_are_resent_on_a_new_stream(client_broker, monkeypatch):
+    """Answers that never come (the broker appends, the answer is ignored): past the request
+    timeout the stream is closed, every request waiting on it fails with the timeout, and
+    the retries on a new stream get the original offsets; nothing is appended twice."""
+    ignored = {"left": 0}
+    deliver = ProduceStream._on_answer
+
+    def ignore_some(self, text):
+        if ignored["left"] and '"base_offset"' in text:
+            ignored["left"] -= 1
+            return
+        deliver(self, text)
+
+    monkeypatch.setattr(ProduceStream, "_on_answer", ignore_some)
+
+    async def main():
+        async with ws_producer(
+            client_broker, request_timeout_ms=300, retry_backoff_ms=5, linger_ms=0
+        ) as p:
+            await p.send("ws-silent", b"warm-up")  # the stream is open: the sender writes
+            first = p._streams.get(p.metadata.leader_url("ws-silent", 0))
+            ignored["left"] = 2
+            started = asyncio.get_running_loop().time()
+            futures = [p.send("ws-silent", b"r%02d" % i) for i in range(20)]
+            metas = [await f for f in futures]
+            waited = asyncio.get_running_loop().time() - started
+            streams = list(p._streams._streams.values())
+        return first, streams, metas, waited, await read_all(client_broker, "ws-silent", 21)
+
+    first, streams, metas, waited, records = run(main())
+    assert ignored["left"] == 0
+    assert 0.6 <= waited < 5  # two timeouts of 0.3 s
+    assert first is not None and not first.open and streams[0] is not first
+    assert [m.offset for m in metas] == list(range(1, 21))
+    assert [r.value for r in records] == [b"warm-up"] + [b"r%02d" % i for i in range(20)]
+
+
 def test_not_leader_sends_the_batch_to_the_leader_it_names(broker_factory):
     """Broker C's metadata says A leads ``moved``; A knows B does. The producer (bootstrapped
     at C) sends to A, which answers NOT_LEADER_OR_FOLLOWER with B's URL; the batch goes to B
