@@ -7,9 +7,11 @@ HTTP request. Both kinds may be mixed on one stream; answers are JSON text frame
 
 Two tasks per socket: the reader parses frames and starts each request's append at once
 (so appends are pipelined, and enter each partition's append lock in the order sent); the
-writer awaits them in order and answers each. ``InFlightWindow`` bounds what is pending:
-when too many requests (or bytes) await their answers, the reader stops reading, aiohttp
-stops reading the socket and TCP pushes back on the client.
+writer awaits them in order and answers each. With acks=1 a binary frame's append waits for
+nothing but itself, so the reader runs it in place (one loop turn sooner than a task, on the
+live tail's path) and is never cancelled half-way through it. ``InFlightWindow`` bounds what
+is pending: when too many requests (or bytes) await their answers, the reader stops reading,
+aiohttp stops reading the socket and TCP pushes back on the client.
 """
 
 from __future__ import annotations
@@ -84,10 +86,11 @@ class InFlightWindow:
 
 @dataclass(slots=True)
 class _Pending:
-    """One answer to send, in order: a running append, or an answer known already."""
+    """One answer to send, in order: a running append (its task, or the future the reader
+    resolves for one it runs in place), or an answer known already."""
 
     nbytes: int
-    task: asyncio.Task[dict[str, Any]] | None = None
+    task: asyncio.Future[dict[str, Any]] | None = None
     answer: dict[str, Any] | None = None
     request_id: Any = None  # names the answer if the task fails unexpectedly
 
@@ -112,6 +115,8 @@ class ProduceStream:
         self.window = InFlightWindow(MAX_IN_FLIGHT_REQUESTS, MAX_IN_FLIGHT_BYTES)
         self.queue: asyncio.Queue[_Pending | _End] = asyncio.Queue()
         self.appends: set[asyncio.Task] = set()
+        self._appending = False  # the reader is inside an acks=1 append
+        self._stop_reading = False  # ... and is to stop after it
 
     async def run(self) -> None:
         sock = self.sock
@@ -132,14 +137,14 @@ class ProduceStream:
             )
             if ending in done or (reader in done and reader.result() == "stop"):
                 if ending in done:
-                    reader.cancel()
+                    self._cancel_reader(reader)
                     code, error = ending.result()
                     self.queue.put_nowait(_End(code, error))
                 # the writer answers what is in flight, then closes
                 await asyncio.wait((writer,), timeout=END_DRAIN_TIMEOUT_S)
         finally:
-            for t in (reader, writer):
-                t.cancel()
+            self._cancel_reader(reader)
+            writer.cancel()
             for t in (reader, writer):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
@@ -152,6 +157,14 @@ class ProduceStream:
                 await sock.close(code)
 
     # --- reader ----------------------------------------------------------------------
+
+    def _cancel_reader(self, reader: asyncio.Task) -> None:
+        """Stop the reader, but not inside an append: it then stops right after it (an
+        append is never cancelled half-way)."""
+        if self._appending:
+            self._stop_reading = True
+        else:
+            reader.cancel()
 
     async def _read(self) -> str:
         """Read frames until the peer goes (``"gone"``) or a frame ends the stream
@@ -175,6 +188,10 @@ class ProduceStream:
                     self.window.release(nbytes)
                     self.queue.put_nowait(_End(None, e))
                     return "stop"
+                if kind is WSMsgType.BINARY and self.acks == 1:
+                    if await self._produce_in_place(request, nbytes):
+                        continue
+                    return "gone"
                 if kind is WSMsgType.BINARY:
                     task = asyncio.create_task(self._produce_batches(request))
                 else:
@@ -184,6 +201,20 @@ class ProduceStream:
                 self.queue.put_nowait(_Pending(nbytes, task=task, request_id=request.id))
             else:  # close, closing, closed, or an error aiohttp closed the socket for
                 return "gone"
+
+    async def _produce_in_place(self, request: BinaryProduceRequest, nbytes: int) -> bool:
+        """An acks=1 binary request appended by the reader itself, its answer in order in
+        the writer's queue; False when the stream is ending (stop reading)."""
+        answer = asyncio.get_running_loop().create_future()
+        self.queue.put_nowait(_Pending(nbytes, task=answer, request_id=request.id))
+        self._appending = True
+        try:
+            answer.set_result(await self._produce_batches(request))
+        except Exception as e:  # the writer answers UNKNOWN_SERVER_ERROR and logs it
+            answer.set_exception(e)
+        finally:
+            self._appending = False
+        return not self._stop_reading
 
     async def _produce(self, request: ProduceRequest) -> dict[str, Any]:
         try:

@@ -4,6 +4,7 @@ ends the stream (docs/data-plane-api.md, "Binary produce frames")."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import struct
 
@@ -181,3 +182,37 @@ def test_a_binary_frame_over_the_request_limit_closes_with_1009(broker_factory):
     assert (kind, code) == (aiohttp.WSMsgType.CLOSE, 1009)
     # only the frame that fit was appended
     assert [v for _, v in fetch_all_values(b, "events", 0)] == [b"f" * 65_000]
+
+
+def test_sigterm_answers_the_frames_in_flight_in_order_then_closes(broker_factory):
+    """acks=1 frames are appended by the stream's reader itself: a shutdown arriving among
+    them answers every frame it took, in order, then closes with 1001; every acknowledged
+    record is there after the restart."""
+    b = broker_factory({"t": (1, {})})
+    total = 200
+
+    async def produce_through_shutdown():
+        answers, close = [], None
+        async with connect(b, PATH) as ws:
+            for i in range(1, total + 1):
+                await ws.send_bytes(frame(i, "t", 0, batch([b"r-%d" % i])))
+            stopping = asyncio.create_task(asyncio.to_thread(b.stop))
+            while True:
+                msg = await ws.receive(timeout=10)
+                if msg.type is not aiohttp.WSMsgType.TEXT:
+                    close = ws.close_code
+                    break
+                answers.append(json.loads(msg.data))
+            return answers, close, await stopping
+
+    answers, close, exit_code = run(produce_through_shutdown())
+    assert exit_code == 0 and close in (1000, 1001), close
+    # answers in the order sent, no gap; the last ones may be errors (refused while stopping)
+    assert [a["id"] for a in answers] == list(range(1, len(answers) + 1))
+    acked = [a for a in answers if "base_offset" in a]
+    assert acked == answers[: len(acked)], "an error answer came before a success"
+    assert "Traceback" not in b.output()
+    b.start()
+    values = dict(fetch_all_values(b, "t", 0, 0))
+    for a in acked:
+        assert values[a["base_offset"]] == b"r-%d" % a["id"]
