@@ -15,8 +15,8 @@ Every figure is measured in the same run as its peer (../shared/BENCH.md):
 - ``fetch.zero_copy.broker_cpu_s_per_gib``: the broker's own CPU seconds per GiB served by
   the sendfile path, beside the same broker forced to read + copy.
 - ``e2e.p99_ms``: producer send to consumer receipt at a steady 10k records/s, the SDK's
-  low-latency recipe. Peer: Redis XADD to XREAD BLOCK at the same rate, in alternating
-  rounds; the median round's p99 on each side.
+  low-latency recipe, after a warm-up that opens the streams. Peer: Redis XADD to XREAD
+  BLOCK at the same rate, in alternating rounds; the median round's p99 on each side.
 """
 
 from __future__ import annotations
@@ -586,7 +586,9 @@ def _sdk_and_e2e_metrics(base: Path, redis_py: float, quick: bool):
                 f"SDK producer (linger.ms 0, acks=1, produce_mode websocket: binary "
                 f"produce frames) to SDK consumer (fetch_mode websocket: binary WebSocket "
                 f"consume stream), one process, at a steady 10,000 records/s for "
-                f"{seconds} s; median p99 of {e2e_rounds} rounds alternating with the peer "
+                f"{seconds} s after a warm-up (a record per key sent, acknowledged and "
+                f"received before the clock starts: streams open, as the peer's connections "
+                f"are); median p99 of {e2e_rounds} rounds alternating with the peer "
                 f"(ms: {rounds})"
             ),
             peer=(
