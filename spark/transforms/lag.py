@@ -62,10 +62,11 @@ def _commit_seconds(commits: DataFrame) -> DataFrame:
     )
 
 
-def _slot(ts_ms: Column) -> Column:
-    """How many of the second's commit times (``cs``) lie before ``ts_ms`` (0 without)."""
+def _slot() -> Column:
+    """How many of the second's commit times (``cs``) lie before the record's ``ts_ms`` (0
+    without). In SQL, so the lambda's variable has a fixed name (``throughput.payload_bytes``)."""
     return F.when(F.col("cs").isNull(), F.lit(0)).otherwise(
-        F.size(F.filter("cs", lambda x: x < ts_ms))
+        F.expr("size(filter(cs, c -> c < ts_ms))")
     )
 
 
@@ -121,7 +122,7 @@ def record_slices(records: DataFrame, commits: DataFrame, bucket: str = "1 minut
     return r.groupBy(
         *TP,
         "sec",
-        _slot(F.col("ts_ms")).alias("slot"),
+        _slot().alias("slot"),
         F.when(F.col("hit"), F.col("offset")).alias("at"),
     ).agg(
         F.max("ts_ms").alias("ts_ms"),
@@ -332,9 +333,8 @@ def evaluated(
     after = F.lead("ts_ms").over(order)
     last = (F.col("ts_ms") <= now_ms) & (after.isNull() | (after > now_ms))
     shown = F.lit(True) if since_ms is None else F.col("ts_ms") >= since_ms
-    kinds = F.filter(
-        F.array(F.when(shown, F.lit(HISTORY)), F.when(F.col("_last"), F.lit(STATUS))),
-        lambda k: k.isNotNull(),
+    kinds = F.array_compact(
+        F.array(F.when(shown, F.lit(HISTORY)), F.when(F.col("_last"), F.lit(STATUS)))
     )
     f = frames.withColumn("_last", last)
     f = f.withColumn("kind", F.explode(kinds)).drop("_last")

@@ -19,14 +19,11 @@ def payload_bytes(records: DataFrame) -> DataFrame:
     """``records`` plus ``bytes`` (key + value + headers)."""
     size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
     if "headers" in records.columns:
-        hdr = F.aggregate(
-            F.coalesce(F.col("headers"), F.array()),
-            F.lit(0),
-            lambda acc, h: (
-                acc
-                + F.coalesce(F.length(h["key"].cast("binary")), F.lit(0))
-                + F.coalesce(F.length(h["value"]), F.lit(0))
-            ),
+        # in SQL: a Python lambda's variables get fresh names per call, which end up in the
+        # generated code and miss Spark's code cache on every run (``spark.session``)
+        hdr = F.expr(
+            "aggregate(coalesce(headers, array()), 0, (acc, h) -> acc"
+            " + coalesce(length(cast(h.key as binary)), 0) + coalesce(length(h.value), 0))"
         )
         size = size + hdr
     return records.withColumn("bytes", size.cast("long"))
