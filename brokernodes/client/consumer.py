@@ -688,23 +688,31 @@ class AsyncConsumer:
         added_bytes = 0
         pos = 0
         end = len(body)
-        make = ConsumerRecord._make
+        prefix = (topic, partition)
+        check_crcs = self.check_crcs
         while pos < end:
             size = peek_batch_size(body, pos)
             if size is None or pos + size > end or size < LOG_OVERHEAD:
                 break  # a partial batch at the end of a size-capped fetch
-            batch = decode_batch(body, pos, verify_crc=self.check_crcs)
+            batch = decode_batch(
+                body,
+                pos,
+                verify_crc=check_crcs,
+                record_type=ConsumerRecord,
+                record_prefix=prefix,
+            )
             pos += size
             header = batch.header
             next_offset = header.next_offset
             if next_offset <= fetch_offset:
                 continue
             if not header.is_control:
-                for r in batch.records:
-                    if r.offset >= fetch_offset:
-                        buffer.append(make((topic, partition, *r)))
-                        added += 1
-                        added_bytes += len(r.value) if r.value else 0
+                records = batch.records
+                if header.base_offset < fetch_offset:  # a batch the position is inside of
+                    records = [r for r in records if r.offset >= fetch_offset]
+                buffer.extend(records)
+                added += len(records)
+                added_bytes += sum(len(r.value) for r in records if r.value)
             fetch_offset = next_offset
         state.fetch_offset = fetch_offset
         state.buffered_bytes += added_bytes + added * 64

@@ -15,7 +15,7 @@ itself only ever needs ``header.py``.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
@@ -80,7 +80,8 @@ class DecodedRecord(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class DecodedBatch:
-    """A batch's header and its records, decompressed and decoded."""
+    """A batch's header and its records, decompressed and decoded (``DecodedRecord`` unless
+    ``decode_batch`` was given another ``record_type``)."""
 
     header: BatchHeader
     records: list[DecodedRecord]
@@ -290,11 +291,16 @@ def decode_batch(
     max_batch_bytes: int | None = None,
     max_records_bytes: int | None = None,
     verify_crc: bool = True,
+    record_type: type[tuple] = DecodedRecord,
+    record_prefix: tuple = (),
 ) -> DecodedBatch:
     """Validate the batch at ``pos`` (length, magic, CRC) and decode all its records.
 
     ``max_records_bytes`` bounds the decompressed records section, so a small compressed
-    batch cannot expand without limit. Raises ``CorruptRecordError`` for malformed bytes,
+    batch cannot expand without limit. Each record is a ``record_type`` built from
+    ``record_prefix + (offset, timestamp, key, value, headers)``: a NamedTuple with leading
+    fields of its own (a consumer's topic and partition) is made directly, without a
+    ``DecodedRecord`` to copy it from. Raises ``CorruptRecordError`` for malformed bytes,
     ``InvalidRecordError`` when the record count disagrees with the records present,
     ``UnsupportedCompressionError`` and ``MessageTooLargeError`` as their names say.
     """
@@ -305,7 +311,13 @@ def decode_batch(
         data = decompress(codec, data, max_records_bytes)
     log_append_time = header.max_timestamp if header.timestamp_type else None
     records = _decode_records(
-        data, header.records_count, header.base_offset, header.base_timestamp, log_append_time
+        data,
+        header.records_count,
+        header.base_offset,
+        header.base_timestamp,
+        log_append_time,
+        _new_record if record_type is DecodedRecord else partial(tuple.__new__, record_type),
+        record_prefix,
     )
     return DecodedBatch(header, records)
 
@@ -340,8 +352,10 @@ def _decode_records(
     base_offset: int,
     base_timestamp: int,
     log_append_time: int | None,
-) -> list[DecodedRecord]:
-    """Decode ``count`` records filling ``data`` exactly.
+    make: Callable[[tuple], tuple],
+    prefix: tuple,
+) -> list:
+    """Decode ``count`` records filling ``data`` exactly, each ``make(prefix + fields)``.
 
     Varints of one and two bytes (values below 8192) are decoded inline: they cover nearly
     every field of ordinary records and save a function call per field. Each is read as its
@@ -351,7 +365,6 @@ def _decode_records(
     append = records.append
     pos = 0
     end = len(data)
-    make = _new_record
     slow = _read_zigzag
     for index in range(count):
         if pos >= end:
@@ -442,7 +455,8 @@ def _decode_records(
             )
         append(
             make(
-                (
+                prefix  # noqa: RUF005 - a tuple concatenation is 3x faster than unpacking
+                + (
                     base_offset + offset_delta,
                     base_timestamp + timestamp_delta
                     if log_append_time is None
