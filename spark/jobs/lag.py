@@ -77,18 +77,6 @@ HISTORY_COLUMNS = (
     "last_commit_ms",
     *RESULT,
 )
-STATUS_COLUMNS = (
-    *lag.GTP,
-    "committed_offset",
-    "log_end_offset",
-    "offset_lag",
-    "time_lag_ms",
-    "sampled_ms",
-    "last_commit_ms",
-    "log_start_offset",
-    *RESULT,
-    "retention_risk",
-)
 
 
 def results(
@@ -119,7 +107,7 @@ def results(
     )
     out = rows_by_kind(
         both,
-        {lag.HISTORY: HISTORY_COLUMNS, lag.STATUS: STATUS_COLUMNS},
+        {lag.HISTORY: HISTORY_COLUMNS, lag.STATUS: lag.STATUS_COLUMNS},
         {lag.HISTORY: (*lag.GTP, "ts_ms"), lag.STATUS: tuple(lag.GTP)},
     )
     return {"history": out[lag.HISTORY], "status": out[lag.STATUS]}

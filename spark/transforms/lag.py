@@ -291,53 +291,51 @@ def framed(samples: DataFrame, window: int = DEFAULT_WINDOW) -> DataFrame:
     return with_frames(samples, GTP, window)
 
 
-def evaluate_history(
-    samples: DataFrame, *, window: int = DEFAULT_WINDOW, min_stop_ms: int = DEFAULT_MIN_STOP_MS
-) -> DataFrame:
-    """``samples`` plus ``status`` (and rates, catch-up): each sample evaluated over itself and
-    the ``window - 1`` samples before it, at its own time."""
-    return history_from_frames(framed(samples, window), min_stop_ms=min_stop_ms)
-
-
-def history_from_frames(frames: DataFrame, *, min_stop_ms: int = DEFAULT_MIN_STOP_MS) -> DataFrame:
-    """``evaluate_history`` from ``framed`` samples."""
-    return evaluate(
-        frames,
-        now_ms=F.col("ts_ms"),
-        last_commit_ms=F.col("last_commit_ms"),
-        log_start_offset=F.lit(None).cast("long"),
-        min_stop_ms=min_stop_ms,
-    )
-
-
 HISTORY, STATUS = 0, 1  # ``kind`` of an ``evaluated`` row
+STATUS_COLUMNS = (
+    *GTP,
+    "committed_offset",
+    "log_end_offset",
+    "offset_lag",
+    "time_lag_ms",
+    "sampled_ms",
+    "last_commit_ms",
+    "log_start_offset",
+    *RESULT,
+    "retention_risk",
+)
 
 
 def evaluated(
     frames: DataFrame,
     *,
-    now_ms: int,
+    now_ms: int | None,
     since_ms: int | None = None,
+    history: bool = True,
     log_starts: DataFrame | None = None,
     segments: DataFrame | None = None,
     min_stop_ms: int = DEFAULT_MIN_STOP_MS,
     risk_horizon_ms: int = RISK_HORIZON_MS,
 ) -> DataFrame:
-    """``history_from_frames`` (``kind`` = ``HISTORY``; samples at or after ``since_ms``) and
-    ``status_from_frames`` (``kind`` = ``STATUS``, ``sampled_ms`` = ``ts_ms``) in one
-    DataFrame, so one query (one collect) gives both: each key's last sample at or before
-    ``now_ms`` is repeated as its status row and evaluated at ``now_ms`` with the log start.
-    ``log_starts`` default: the frames' own ``log_start_offset`` (``samples_with_log_starts``)
-    or none."""
-    order = Window.partitionBy(*GTP).orderBy("ts_ms", "is_commit")
-    after = F.lead("ts_ms").over(order)
-    last = (F.col("ts_ms") <= now_ms) & (after.isNull() | (after > now_ms))
-    shown = F.lit(True) if since_ms is None else F.col("ts_ms") >= since_ms
-    kinds = F.array_compact(
-        F.array(F.when(shown, F.lit(HISTORY)), F.when(F.col("_last"), F.lit(STATUS)))
-    )
-    f = frames.withColumn("_last", last)
-    f = f.withColumn("kind", F.explode(kinds)).drop("_last")
+    """The one evaluation of ``framed`` samples: the history (``kind`` = ``HISTORY``, each
+    sample at or after ``since_ms`` evaluated at its own time, unless ``history`` is false)
+    and the status at ``now_ms`` (``kind`` = ``STATUS``, unless ``now_ms`` is None: each
+    key's last sample at or before ``now_ms`` repeated, ``sampled_ms`` = its ``ts_ms``,
+    evaluated at ``now_ms`` with the log start, ``retention_risk`` when its committed offset
+    lies in a segment retention deletes within ``risk_horizon_ms``) in one DataFrame, so
+    one query (one collect) gives both. ``log_starts`` default: the frames' own
+    ``log_start_offset`` (``samples_with_log_starts``) or none."""
+    kinds = []
+    if history:
+        kinds.append(
+            F.lit(HISTORY) if since_ms is None else F.when(F.col("ts_ms") >= since_ms, HISTORY)
+        )
+    f = frames
+    if now_ms is not None:
+        after = F.lead("ts_ms").over(Window.partitionBy(*GTP).orderBy("ts_ms", "is_commit"))
+        f = f.withColumn("_last", (F.col("ts_ms") <= now_ms) & (after.isNull() | (after > now_ms)))
+        kinds.append(F.when(F.col("_last"), F.lit(STATUS)))
+    f = f.withColumn("kind", F.explode(F.array_compact(F.array(*kinds)))).drop("_last")
     if log_starts is not None:
         f = f.drop("log_start_offset").join(
             F.broadcast(log_starts.select(*TP, "log_start_offset")), TP, "left"
@@ -345,14 +343,17 @@ def evaluated(
     elif "log_start_offset" not in f.columns:
         f = f.withColumn("log_start_offset", F.lit(None).cast("long"))
     status = F.col("kind") == STATUS
+    at = F.col("ts_ms")
+    if now_ms is not None:
+        at = F.when(status, F.lit(now_ms).cast("long")).otherwise(at)
     out = evaluate(
         f,
-        now_ms=F.when(status, F.lit(now_ms).cast("long")).otherwise(F.col("ts_ms")),
+        now_ms=at,
         last_commit_ms=F.col("last_commit_ms"),
         log_start_offset=F.when(status, F.col("log_start_offset")),
         min_stop_ms=min_stop_ms,
     ).withColumn("sampled_ms", F.col("ts_ms"))
-    if segments is None:
+    if segments is None or now_ms is None:
         return out.withColumn("retention_risk", F.lit(False))
     doomed = (
         segments.where(F.col("delete_at_ms") <= now_ms + risk_horizon_ms)
@@ -374,6 +375,15 @@ def evaluated(
     )
 
 
+def evaluate_history(
+    samples: DataFrame, *, window: int = DEFAULT_WINDOW, min_stop_ms: int = DEFAULT_MIN_STOP_MS
+) -> DataFrame:
+    """``samples`` plus ``status`` (and rates, catch-up): each sample evaluated over itself and
+    the ``window - 1`` samples before it, at its own time (``evaluated``'s history)."""
+    out = evaluated(framed(samples, window), now_ms=None, min_stop_ms=min_stop_ms)
+    return out.select(*samples.columns, *RESULT)
+
+
 def lag_status(
     samples: DataFrame,
     *,
@@ -384,76 +394,18 @@ def lag_status(
     min_stop_ms: int = DEFAULT_MIN_STOP_MS,
     risk_horizon_ms: int = RISK_HORIZON_MS,
 ) -> DataFrame:
-    """One row per (tenant, group, topic, partition): the evaluation at ``now_ms`` over the
-    last ``window`` samples, the current lag, catch-up estimate and ``retention_risk`` (the
-    committed offset is in a segment retention deletes within ``risk_horizon_ms``).
+    """``STATUS_COLUMNS``, one row per (tenant, group, topic, partition): the evaluation at
+    ``now_ms`` over the last ``window`` samples, the current lag, catch-up estimate and
+    ``retention_risk`` (``evaluated``'s status).
 
     ``log_starts``: ``tenant, topic, partition, log_start_offset`` (for ERR)."""
-    return status_from_frames(
+    out = evaluated(
         framed(samples, window),
         now_ms=now_ms,
+        history=False,
         log_starts=log_starts,
         segments=segments,
         min_stop_ms=min_stop_ms,
         risk_horizon_ms=risk_horizon_ms,
     )
-
-
-def status_from_frames(
-    frames: DataFrame,
-    *,
-    now_ms: int,
-    log_starts: DataFrame | None = None,
-    segments: DataFrame | None = None,
-    min_stop_ms: int = DEFAULT_MIN_STOP_MS,
-    risk_horizon_ms: int = RISK_HORIZON_MS,
-) -> DataFrame:
-    """``lag_status`` from ``framed`` samples: each key's last sample at or before
-    ``now_ms``, evaluated at ``now_ms``."""
-    latest = Window.partitionBy(*GTP).orderBy(F.desc("ts_ms"), F.desc("is_commit"))
-    last = (
-        frames.where(F.col("ts_ms") <= now_ms)
-        .withColumn("_rn", F.row_number().over(latest))
-        .where("_rn = 1")
-        .drop("_rn")
-    )
-    if log_starts is not None:
-        last = last.join(F.broadcast(log_starts.select(*TP, "log_start_offset")), TP, "left")
-    else:
-        last = last.withColumn("log_start_offset", F.lit(None).cast("long"))
-    out = evaluate(
-        last,
-        now_ms=F.lit(now_ms).cast("long"),
-        last_commit_ms=F.col("last_commit_ms"),
-        log_start_offset=F.col("log_start_offset"),
-        min_stop_ms=min_stop_ms,
-    ).select(
-        *GTP,
-        "committed_offset",
-        "log_end_offset",
-        "offset_lag",
-        "time_lag_ms",
-        F.col("ts_ms").alias("sampled_ms"),
-        "last_commit_ms",
-        "log_start_offset",
-        *RESULT,
-    )
-    if segments is None:
-        return out.withColumn("retention_risk", F.lit(False))
-    horizon = now_ms + risk_horizon_ms
-    doomed = (
-        segments.where(F.col("delete_at_ms") <= horizon)
-        .groupBy(*TP)
-        .agg(F.max("end_offset").alias("doomed_end"))
-    )
-    return (
-        out.join(doomed, TP, "left")
-        .withColumn(
-            "retention_risk",
-            F.coalesce(
-                (F.col("offset_lag") > 0) & (F.col("committed_offset") < F.col("doomed_end")),
-                F.lit(False),
-            ),
-        )
-        .drop("doomed_end")
-    )
+    return out.select(*STATUS_COLUMNS)
