@@ -17,10 +17,8 @@ grants (``max_buffered_bytes``, given back as ``poll`` makes room).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
-import time
 from collections import deque
 from collections.abc import Iterable
 from typing import Any, NamedTuple
@@ -322,18 +320,27 @@ class AsyncConsumer:
         partition's fetch error (e.g. OFFSET_OUT_OF_RANGE with ``auto_offset_reset="none"``)."""
         self._check_open()
         limit = max_records or self.max_poll_records
-        deadline = time.monotonic() + max(0.0, timeout)
-        while True:
-            records = self._take(limit)
-            if records:
-                return records
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._closed:
-                return []
-            self._data.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(remaining):
-                    await self._data.wait()
+        records = self._take(limit)
+        if records:
+            return records
+        # one timer that wakes the wait at the deadline (no timeout scope per wait)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout)
+        data = self._data
+        timer = None
+        try:
+            while not self._closed and loop.time() < deadline:
+                data.clear()
+                if timer is None:
+                    timer = loop.call_at(deadline, data.set)
+                await data.wait()
+                records = self._take(limit)
+                if records:
+                    return records
+            return []
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     def __aiter__(self) -> AsyncConsumer:
         return self
