@@ -209,11 +209,16 @@ class ProduceStream:
         self.queue.put_nowait(_Pending(nbytes, task=answer, request_id=request.id))
         self._appending = True
         try:
-            answer.set_result(await self._produce_batches(request))
+            result = await self._produce_batches(request)
         except Exception as e:  # the writer answers UNKNOWN_SERVER_ERROR and logs it
-            answer.set_exception(e)
+            result = e
         finally:
             self._appending = False
+        if not answer.done():  # a writer cancelled while it waited cancelled the future too
+            if isinstance(result, Exception):
+                answer.set_exception(result)
+            else:
+                answer.set_result(result)
         return not self._stop_reading
 
     async def _produce(self, request: ProduceRequest) -> dict[str, Any]:
