@@ -678,9 +678,9 @@ class AsyncProducer:
         self, queue: PartitionQueue, batches: list[ProducerBatch], answer: asyncio.Future
     ) -> None:
         """The answer to a request ``_start_request`` wrote: done, or on to the retries."""
+        error = answer.exception()  # retrieved even when closed: no "never retrieved" log
         if self._closed:
             return  # close() failed the batches already
-        error = answer.exception()
         if error is not None:
             self._spawn(self._send_request(queue, batches, error))
             return
