@@ -14,8 +14,7 @@ predecessor lies outside the window.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 
 from spark.transforms.burrow import ERR, OK, REWIND, STALL, STOP, WARN
 
@@ -35,115 +34,114 @@ FRAME = (
 )
 
 
-def _lag() -> Column:
-    return F.greatest(F.col("log_end_offset") - F.col("committed_offset"), F.lit(0))
+LAG = "greatest(log_end_offset - committed_offset, 0)"
 
 
-def _rate(first: Column, last: Column, t0: Column, t1: Column) -> Column:
+def quoted(names) -> list[str]:
+    """Column names for SQL text (``group`` and ``partition`` are keywords)."""
+    return [f"`{n}`" for n in names]
+
+
+def _rate(first: str, last: str, t0: str, t1: str) -> str:
     """``burrow._rate``: per second, null unless time moved forward."""
-    return F.when(t1 > t0, (last - first).cast("double") * F.lit(1000.0) / (t1 - t0).cast("double"))
+    per_ms = f"cast({last} - {first} AS double) * 1000.0D / cast({t1} - {t0} AS double)"
+    return f"CASE WHEN {t1} > {t0} THEN {per_ms} END"
 
 
 def with_frames(samples: DataFrame, keys: list[str], window: int) -> DataFrame:
     """``samples`` (``ts_ms, committed_offset, log_end_offset, is_commit`` per ``keys``) plus
-    the aggregates of each sample's window (``FRAME`` columns)."""
-    order = Window.partitionBy(*keys).orderBy(*ORDER)
-    before = order.rowsBetween(Window.unboundedPreceding, -1)
-    frame = order.rowsBetween(-(window - 1), 0)
-    commit = F.col("is_commit")
-    lag = _lag()
-    prev = F.last(
-        F.when(commit, F.struct(F.col("committed_offset").alias("c"), lag.alias("lag"))),
-        ignorenulls=True,
-    ).over(before)
-    s = samples.withColumn("_lag", lag).withColumn("_prev", prev)
-    s = s.withColumn(
-        "_flags",
-        F.when(
-            commit,
-            F.struct(
-                F.coalesce(F.col("committed_offset") < F.col("_prev.c"), F.lit(False)).alias(
-                    "back"
-                ),
-                F.coalesce(F.col("_lag") < F.col("_prev.lag"), F.lit(False)).alias("shrank"),
-            ),
-        ),
+    the aggregates of each sample's window (``FRAME`` columns). SQL text rather than
+    ``Column`` objects: each ``Column`` operation is a round trip to the JVM (about 800 of
+    them here, 0.2-1 s of the driver's time per run on a loaded machine), a text is one."""
+    order = f"PARTITION BY {', '.join(quoted(keys))} ORDER BY {', '.join(ORDER)}"
+    before = f"OVER ({order} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+    frame = f"OVER ({order} ROWS BETWEEN {window - 1} PRECEDING AND CURRENT ROW)"
+    s = samples.selectExpr(
+        "*",
+        f"{LAG} AS _lag",
+        "last(CASE WHEN is_commit THEN named_struct('c', committed_offset, 'lag',"
+        f" {LAG}) END, true) {before} AS _prev",
+    ).selectExpr(
+        "*",
+        "CASE WHEN is_commit THEN named_struct("
+        "'back', coalesce(committed_offset < _prev.c, false),"
+        " 'shrank', coalesce(_lag < _prev.lag, false)) END AS _flags",
     )
-    point = F.struct("ts_ms", "committed_offset", "log_end_offset", F.col("_lag").alias("lag"))
-    cpoint = F.when(commit, F.struct(point.alias("p"), F.col("_flags").alias("f")))
-    return s.select(
-        *samples.columns,
-        F.count(F.lit(1)).over(frame).alias("_n"),
-        F.first(point).over(frame).alias("_first"),
-        F.first(cpoint, ignorenulls=True).over(frame).alias("_c0"),
-        F.last(cpoint, ignorenulls=True).over(frame).alias("_c1"),
-        F.sum(commit.cast("int")).over(frame).alias("_nc"),
-        F.min(F.when(commit, F.col("committed_offset"))).over(frame).alias("_cmin"),
-        F.max(F.when(commit, F.col("committed_offset"))).over(frame).alias("_cmax"),
-        F.max((F.col("_lag") == 0).cast("int")).over(frame).alias("_zero"),
-        F.sum(F.col("_flags.back").cast("int")).over(frame).alias("_backs"),
-        F.sum(F.col("_flags.shrank").cast("int")).over(frame).alias("_shrinks"),
+    point = "named_struct('ts_ms', ts_ms, 'committed_offset', committed_offset,"
+    point += " 'log_end_offset', log_end_offset, 'lag', _lag)"
+    cpoint = f"CASE WHEN is_commit THEN named_struct('p', {point}, 'f', _flags) END"
+    return s.selectExpr(
+        *quoted(samples.columns),
+        f"count(1) {frame} AS _n",
+        f"first({point}) {frame} AS _first",
+        f"first({cpoint}, true) {frame} AS _c0",
+        f"last({cpoint}, true) {frame} AS _c1",
+        f"sum(cast(is_commit AS int)) {frame} AS _nc",
+        f"min(CASE WHEN is_commit THEN committed_offset END) {frame} AS _cmin",
+        f"max(CASE WHEN is_commit THEN committed_offset END) {frame} AS _cmax",
+        f"max(cast(_lag = 0 AS int)) {frame} AS _zero",
+        f"sum(cast(_flags.back AS int)) {frame} AS _backs",
+        f"sum(cast(_flags.shrank AS int)) {frame} AS _shrinks",
     )
 
 
 def evaluate(
     framed: DataFrame,
     *,
-    now_ms: Column,
-    last_commit_ms: Column,
-    log_start_offset: Column,
+    now_ms: str,
+    last_commit_ms: str,
+    log_start_offset: str,
     min_stop_ms: int,
 ) -> DataFrame:
     """``framed`` (``with_frames`` output; the current row is the window's last sample)
     without the ``FRAME`` columns, plus ``status, consume_rate, produce_rate,
-    catch_up_s``."""
+    catch_up_s``. ``now_ms``, ``last_commit_ms``, ``log_start_offset``: SQL expressions
+    over ``framed``'s columns."""
     keep = [c for c in framed.columns if c not in FRAME and c not in RESULT]
-    first, c0, c1 = F.col("_first"), F.col("_c0.p"), F.col("_c1.p")
-    nc = F.coalesce(F.col("_nc"), F.lit(0))
-    consume = F.when(
-        nc >= 2,
-        _rate(c0["committed_offset"], c1["committed_offset"], c0["ts_ms"], c1["ts_ms"]),
+    nc = "coalesce(_nc, 0)"
+    consume = _rate(
+        "_c0.p.committed_offset", "_c1.p.committed_offset", "_c0.p.ts_ms", "_c1.p.ts_ms"
     )
-    produce = _rate(
-        first["log_end_offset"], F.col("log_end_offset"), first["ts_ms"], F.col("ts_ms")
-    )
-    last_lag = _lag()
-    s = framed.select(
+    s = framed.selectExpr(
         "*",
-        consume.alias("consume_rate"),
-        produce.alias("produce_rate"),
-        now_ms.alias("_now"),
-        last_commit_ms.alias("_last_commit"),
-        log_start_offset.alias("_log_start"),
-    )
-    rate_c, rate_p = F.col("consume_rate"), F.col("produce_rate")
-    catch_up = F.when(last_lag == 0, F.lit(0.0)).when(
-        rate_c.isNotNull() & rate_p.isNotNull() & (rate_c > rate_p),
-        last_lag.cast("double") / (rate_c - rate_p),
+        f"CASE WHEN {nc} >= 2 THEN {consume} END AS consume_rate",
+        _rate("_first.log_end_offset", "log_end_offset", "_first.ts_ms", "ts_ms")
+        + " AS produce_rate",
+        f"{now_ms} AS _now",
+        f"{last_commit_ms} AS _last_commit",
+        f"{log_start_offset} AS _log_start",
     )
 
-    def after_first(count: str, flag: str) -> Column:
+    def after_first(count: str, flag: str) -> str:
         """Commits after the window's first one with ``flag`` set."""
-        own = F.coalesce(F.col(f"_c0.f.{flag}").cast("int"), F.lit(0))
-        return F.coalesce(F.col(count), F.lit(0)) - own > 0
+        return f"coalesce({count}, 0) - coalesce(cast(_c0.f.{flag} AS int), 0) > 0"
 
-    span = F.when(nc > 0, c1["ts_ms"] - c0["ts_ms"]).otherwise(F.lit(0))
-    stop = F.col("_last_commit").isNotNull() & (
-        F.col("_now") - F.col("_last_commit") > F.greatest(F.lit(min_stop_ms).cast("long"), span)
+    span = f"CASE WHEN {nc} > 0 THEN _c1.p.ts_ms - _c0.p.ts_ms ELSE 0 END"
+    stop = (
+        f"_last_commit IS NOT NULL AND _now - _last_commit > greatest(cast({min_stop_ms} AS"
+        f" long), {span})"
     )
-    stall = (nc >= 2) & (F.col("_cmin") == F.col("_cmax"))
-    warn = (nc >= 3) & ~after_first("_shrinks", "shrank") & (c1["lag"] > c0["lag"])
-    log_start = F.col("_log_start")
+    stall = f"{nc} >= 2 AND _cmin = _cmax"
+    warn = f"{nc} >= 3 AND NOT ({after_first('_shrinks', 'shrank')}) AND _c1.p.lag > _c0.p.lag"
     status = (
-        F.when(log_start.isNotNull() & (F.col("committed_offset") < log_start), F.lit(ERR))
-        .when(last_lag == 0, OK)
-        .when(after_first("_backs", "back"), REWIND)
-        .when(stop, STOP)
-        .when(F.col("_zero") == 1, OK)
-        .when(stall, STALL)
-        .when(warn, WARN)
-        .otherwise(OK)
+        f"CASE WHEN _log_start IS NOT NULL AND committed_offset < _log_start THEN '{ERR}'"
+        f" WHEN {LAG} = 0 THEN '{OK}'"
+        f" WHEN {after_first('_backs', 'back')} THEN '{REWIND}'"
+        f" WHEN {stop} THEN '{STOP}'"
+        f" WHEN _zero = 1 THEN '{OK}'"
+        f" WHEN {stall} THEN '{STALL}'"
+        f" WHEN {warn} THEN '{WARN}'"
+        f" ELSE '{OK}' END"
     )
-    return s.select(
-        *keep, status.alias("status"), "consume_rate", "produce_rate", catch_up.alias("catch_up_s")
+    catch_up = (
+        f"CASE WHEN {LAG} = 0 THEN 0.0D WHEN consume_rate IS NOT NULL AND produce_rate IS NOT"
+        f" NULL AND consume_rate > produce_rate THEN cast({LAG} AS double) /"
+        " (consume_rate - produce_rate) END"
+    )
+    return s.selectExpr(
+        *quoted(keep),
+        f"{status} AS status",
+        "consume_rate",
+        "produce_rate",
+        f"{catch_up} AS catch_up_s",
     )

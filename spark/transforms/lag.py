@@ -23,7 +23,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark.transforms.burrow_sql import RESULT, evaluate, with_frames
+from spark.transforms.burrow_sql import ORDER, RESULT, evaluate, quoted, with_frames
 from spark.transforms.throughput import payload_bytes
 
 TP = ["tenant", "topic", "partition"]
@@ -62,12 +62,8 @@ def _commit_seconds(commits: DataFrame) -> DataFrame:
     )
 
 
-def _slot() -> Column:
-    """How many of the second's commit times (``cs``) lie before the record's ``ts_ms`` (0
-    without). In SQL, so the lambda's variable has a fixed name (``throughput.payload_bytes``)."""
-    return F.when(F.col("cs").isNull(), F.lit(0)).otherwise(
-        F.expr("size(filter(cs, c -> c < ts_ms))")
-    )
+# how many of the second's commit times (``cs``) lie before the record's ``ts_ms`` (0 without)
+SLOT = "IF(cs IS NULL, 0, size(filter(cs, c -> c < ts_ms)))"
 
 
 def _committed_offsets(commits: DataFrame) -> DataFrame:
@@ -84,18 +80,14 @@ def _probe(left: DataFrame, right: DataFrame, keys: list[str], how: str = "left"
     compared on the candidates, so the join is exact. Joining on the key columns themselves
     (two strings among them) builds and hashes a row per probe: about 0.7 s more per 10M
     records on two cores for each of the record slices' two joins."""
-    ints = [k for k in keys if k not in ("tenant", "topic")]
-    r = right.select(
-        F.xxhash64(*ints).alias("_k"), *(F.col(c).alias(f"_r_{c}") for c in right.columns)
-    )
-    same = F.lit(True)
-    for k in keys:
-        same = same & (F.col(k) == F.col(f"_r_{k}"))
+    ints = ", ".join(quoted(k for k in keys if k not in ("tenant", "topic")))
+    r = right.selectExpr(f"xxhash64({ints}) AS _k", *(f"`{c}` AS `_r_{c}`" for c in right.columns))
+    same = " AND ".join(f"`{k}` = `_r_{k}`" for k in keys)
     # coalesce keeps the comparison out of the equi-join keys (one long key stays the key)
-    on = (F.xxhash64(*(left[k] for k in ints)) == F.col("_k")) & F.coalesce(same, F.lit(False))
+    on = F.expr(f"xxhash64({ints}) = _k AND coalesce({same}, false)")
     joined = left.join(F.broadcast(r), on, how)
-    extra = [c for c in right.columns if c not in keys]
-    return joined.select(*left.columns, *(F.col(f"_r_{c}").alias(c) for c in extra))
+    extra = [f"`_r_{c}` AS `{c}`" for c in right.columns if c not in keys]
+    return joined.selectExpr(*quoted(left.columns), *extra)
 
 
 def record_slices(records: DataFrame, commits: DataFrame, bucket: str = "1 minute") -> DataFrame:
@@ -114,22 +106,29 @@ def record_slices(records: DataFrame, commits: DataFrame, bucket: str = "1 minut
     bucket_ms(bucket)  # fail early on a bucket the slices cannot respect
     has_payload = {"key", "value"} <= set(records.columns)
     sized = payload_bytes(records) if has_payload else records.withColumn("bytes", F.lit(0))
-    r = sized.select(*TP, "offset", "bytes", _ms(F.col("timestamp")).alias("ts_ms")).withColumn(
-        "sec", F.floor(F.col("ts_ms") / 1000)
-    )
+    r = sized.selectExpr(
+        *quoted(TP), "offset", "bytes", "unix_millis(`timestamp`) AS ts_ms"
+    ).selectExpr("*", "floor(ts_ms / 1000) AS sec")
     r = _probe(r, _commit_seconds(commits), [*TP, "sec"])
     r = _probe(r, _committed_offsets(commits), [*TP, "offset"])
-    return r.groupBy(
-        *TP,
-        "sec",
-        _slot().alias("slot"),
-        F.when(F.col("hit"), F.col("offset")).alias("at"),
-    ).agg(
-        F.max("ts_ms").alias("ts_ms"),
-        (F.max("offset") + 1).alias("end"),
-        F.min("offset").alias("start"),
-        F.count(F.lit(1)).alias("records"),
-        F.sum("bytes").cast("long").alias("bytes"),
+    return (
+        r.selectExpr(
+            *quoted(TP),
+            "sec",
+            f"{SLOT} AS slot",
+            "IF(hit, offset, NULL) AS at",
+            "ts_ms",
+            "offset",
+            "bytes",
+        )
+        .groupBy(*TP, "sec", "slot", "at")
+        .agg(
+            F.expr("max(ts_ms)").alias("ts_ms"),
+            F.expr("max(offset) + 1").alias("end"),
+            F.expr("min(offset)").alias("start"),
+            F.expr("count(1)").alias("records"),
+            F.expr("CAST(sum(bytes) AS long)").alias("bytes"),
+        )
     )
 
 
@@ -185,98 +184,88 @@ def samples_with_log_starts(
     bucket's move is its last slice's time and the log end by then, repeated for every
     group of the partition."""
     size = bucket_ms(bucket)
-    none = {t: F.lit(None).cast(t) for t in ("long", "string")}
-    s = slices.select(
-        *TP,
-        F.lit(0).alias("kind"),
+    tp, gtp = quoted(TP), quoted(GTP)
+    by_tp = f"PARTITION BY {', '.join(tp)}"
+    s = slices.selectExpr(
+        *tp,
+        "0 AS kind",
         "ts_ms",
         "sec",
         "slot",
-        "end",
+        "`end`",
         "start",
-        F.floor(F.col("sec") * 1000 / size).alias("bucket"),
-        F.col("at").alias("okey"),
-        F.when(F.col("at").isNotNull(), F.col("ts_ms")).alias("rec_ms"),
-        none["string"].alias("group"),
+        f"floor(sec * 1000 / {size}) AS bucket",
+        "at AS okey",
+        "IF(at IS NOT NULL, ts_ms, NULL) AS rec_ms",
+        "CAST(NULL AS string) AS `group`",
     )
-    c = commits.where(F.col("committed_offset").isNotNull()).select(
-        *TP,
-        F.lit(1).alias("kind"),
-        _ms(F.col("commit_timestamp")).alias("ts_ms"),
-        none["long"].alias("sec"),
-        F.lit(None).cast("int").alias("slot"),
-        none["long"].alias("end"),
-        none["long"].alias("start"),
-        none["long"].alias("bucket"),
-        F.col("committed_offset").alias("okey"),
-        none["long"].alias("rec_ms"),
-        "group",
+    c = commits.where("committed_offset IS NOT NULL").selectExpr(
+        *tp,
+        "1 AS kind",
+        "unix_millis(commit_timestamp) AS ts_ms",
+        "CAST(NULL AS long) AS sec",
+        "CAST(NULL AS int) AS slot",
+        "CAST(NULL AS long) AS `end`",
+        "CAST(NULL AS long) AS start",
+        "CAST(NULL AS long) AS bucket",
+        "committed_offset AS okey",
+        "CAST(NULL AS long) AS rec_ms",
+        "`group`",
     )
-    by_time = (
-        Window.partitionBy(*TP)
-        .orderBy("ts_ms", "kind")
-        .rangeBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    whole = Window.partitionBy(*TP)
     # a slice's identity in its partition, to pick one last slice per bucket
-    ident = F.struct("ts_ms", "sec", "slot", "okey")
+    ident = "named_struct('ts_ms', ts_ms, 'sec', sec, 'slot', slot, 'okey', okey)"
+    by_time = f"{by_tp} ORDER BY ts_ms, kind RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
     ev = (
         s.unionByName(c)
         .repartition(*TP)
-        .select(
-            *TP,
+        .selectExpr(
+            *tp,
             "kind",
             "ts_ms",
             "okey",
-            "group",
+            "`group`",
             # peers (same time) included: a commit sees every slice stamped at or before it
-            F.coalesce(F.max("end").over(by_time), F.lit(0)).alias("log_end"),
-            F.max("rec_ms").over(Window.partitionBy(*TP, "okey")).alias("rec_ms"),
-            (ident == F.max(ident).over(Window.partitionBy(*TP, "bucket"))).alias("move"),
-            F.collect_set("group").over(whole).alias("groups"),
-            F.min("start").over(whole).alias("log_start_offset"),
+            f"coalesce(max(`end`) OVER ({by_time}), 0) AS log_end",
+            f"max(rec_ms) OVER ({by_tp}, okey) AS rec_ms",
+            f"{ident} = max({ident}) OVER ({by_tp}, bucket) AS move",
+            f"collect_set(`group`) OVER ({by_tp}) AS groups",
+            f"min(start) OVER ({by_tp}) AS log_start_offset",
         )
     )
     # a bucket's last slice is its move, one sample for every group of the partition; a
     # commit is a sample of its group: one stream, no union (its windows run once)
-    commit = F.col("kind") == 1
-    ev = ev.where(commit | F.col("move")).select(
-        *TP,
-        F.explode(F.when(commit, F.array("group")).otherwise(F.col("groups"))).alias("group"),
+    ev = ev.where("kind = 1 OR move").selectExpr(
+        *tp,
+        "explode(IF(kind = 1, array(`group`), groups)) AS `group`",
         "ts_ms",
-        commit.alias("is_commit"),
-        F.when(commit, F.struct(F.col("okey").alias("c"), F.col("rec_ms"))).alias("cr"),
+        "kind = 1 AS is_commit",
+        "IF(kind = 1, named_struct('c', okey, 'rec_ms', rec_ms), NULL) AS cr",
         "log_end",
         "log_start_offset",
     )
     w = (
-        Window.partitionBy(*GTP)
-        .orderBy("ts_ms", "is_commit")
-        .rowsBetween(Window.unboundedPreceding, 0)
+        f"OVER (PARTITION BY {', '.join(gtp)} ORDER BY ts_ms, is_commit"
+        " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
     )
     # the committed offset and its record's timestamp travel together from each commit
-    ev = ev.select(
-        *GTP,
+    ev = ev.selectExpr(
+        *gtp,
         "ts_ms",
         "is_commit",
-        F.last("cr", ignorenulls=True).over(w).alias("cr"),
-        F.max("log_end").over(w).alias("log_end_offset"),
-        F.max(F.when(F.col("is_commit"), F.col("ts_ms"))).over(w).alias("last_commit_ms"),
+        f"last(cr, true) {w} AS cr",
+        f"max(log_end) {w} AS log_end_offset",
+        f"max(IF(is_commit, ts_ms, NULL)) {w} AS last_commit_ms",
         "log_start_offset",
-    ).where(F.col("cr").isNotNull())
-    committed = F.col("cr.c")
-    offset_lag = F.greatest(F.col("log_end_offset") - committed, F.lit(0))
-    time_lag = F.when(offset_lag == 0, F.lit(0)).otherwise(
-        F.greatest(F.col("ts_ms") - F.col("cr.rec_ms"), F.lit(0))
-    )
-    return ev.select(
-        *GTP,
+    ).where("cr IS NOT NULL")
+    offset_lag = "greatest(log_end_offset - cr.c, 0)"
+    return ev.selectExpr(
+        *gtp,
         "ts_ms",
-        F.timestamp_millis("ts_ms").alias("ts"),
-        committed.alias("committed_offset"),
+        "timestamp_millis(ts_ms) AS ts",
+        "cr.c AS committed_offset",
         "log_end_offset",
-        offset_lag.alias("offset_lag"),
-        time_lag.cast("long").alias("time_lag_ms"),
+        f"{offset_lag} AS offset_lag",
+        f"CAST(IF({offset_lag} = 0, 0, greatest(ts_ms - cr.rec_ms, 0)) AS long) AS time_lag_ms",
         "is_commit",
         "last_commit_ms",
         "log_start_offset",
@@ -328,29 +317,31 @@ def evaluated(
     kinds = []
     if history:
         kinds.append(
-            F.lit(HISTORY) if since_ms is None else F.when(F.col("ts_ms") >= since_ms, HISTORY)
+            str(HISTORY) if since_ms is None else f"IF(ts_ms >= {since_ms}, {HISTORY}, NULL)"
         )
     f = frames
     if now_ms is not None:
-        after = F.lead("ts_ms").over(Window.partitionBy(*GTP).orderBy("ts_ms", "is_commit"))
-        f = f.withColumn("_last", (F.col("ts_ms") <= now_ms) & (after.isNull() | (after > now_ms)))
-        kinds.append(F.when(F.col("_last"), F.lit(STATUS)))
-    f = f.withColumn("kind", F.explode(F.array_compact(F.array(*kinds)))).drop("_last")
+        after = (
+            f"lead(ts_ms) OVER (PARTITION BY {', '.join(quoted(GTP))} ORDER BY {', '.join(ORDER)})"
+        )
+        last = f"ts_ms <= {now_ms} AND ({after} IS NULL OR {after} > {now_ms})"
+        f = f.selectExpr("*", f"{last} AS _last")
+        kinds.append(f"IF(_last, {STATUS}, NULL)")
+    f = f.selectExpr("*", f"explode(array_compact(array({', '.join(kinds)}))) AS kind").drop(
+        "_last"
+    )
     if log_starts is not None:
         f = f.drop("log_start_offset").join(
             F.broadcast(log_starts.select(*TP, "log_start_offset")), TP, "left"
         )
     elif "log_start_offset" not in f.columns:
         f = f.withColumn("log_start_offset", F.lit(None).cast("long"))
-    status = F.col("kind") == STATUS
-    at = F.col("ts_ms")
-    if now_ms is not None:
-        at = F.when(status, F.lit(now_ms).cast("long")).otherwise(at)
+    status = f"kind = {STATUS}"
     out = evaluate(
         f,
-        now_ms=at,
-        last_commit_ms=F.col("last_commit_ms"),
-        log_start_offset=F.when(status, F.col("log_start_offset")),
+        now_ms="ts_ms" if now_ms is None else f"IF({status}, {now_ms}L, ts_ms)",
+        last_commit_ms="last_commit_ms",
+        log_start_offset=f"IF({status}, log_start_offset, NULL)",
         min_stop_ms=min_stop_ms,
     ).withColumn("sampled_ms", F.col("ts_ms"))
     if segments is None or now_ms is None:
@@ -365,7 +356,7 @@ def evaluated(
         .withColumn(
             "retention_risk",
             F.coalesce(
-                status
+                (F.col("kind") == STATUS)
                 & (F.col("offset_lag") > 0)
                 & (F.col("committed_offset") < F.col("doomed_end")),
                 F.lit(False),
