@@ -16,7 +16,8 @@ How a record travels (Kafka's producer, over the binary HTTP produce path):
    several connections; up to ``max_in_flight`` requests (to different partitions) run at
    once per broker. With ``produce_mode="websocket"`` the same bytes go as one binary frame
    on an open produce stream per broker (``produce_stream``) instead of a POST: the
-   lowest-latency path, and the retries below are the same.
+   lowest-latency path (the sender writes the frame in its own turn and the answer completes
+   the batches from a callback), and the retries below are the same.
 4. Retriable failures (no connection, timeouts, 5xx, NOT_ENOUGH_REPLICAS; and after a
    metadata refresh NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH: leadership moved) resend
    the very same bytes after a backoff, so with idempotence the
