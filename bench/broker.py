@@ -500,7 +500,8 @@ def _sluice_bench(broker: BrokerProcess, *args: str) -> dict:
 
 def _sluice_e2e(broker: BrokerProcess, seconds: str) -> dict:
     """One ``sluice bench e2e`` run with the SDK's low-latency recipe (docs/sdk.md): send at
-    once over the binary WebSocket produce stream, records pushed to the consumer."""
+    once over the binary WebSocket produce stream, records pushed to the consumer, the SDK on
+    uvloop (as the broker is)."""
     return _sluice_bench(
         broker,
         "e2e",
@@ -521,6 +522,8 @@ def _sluice_e2e(broker: BrokerProcess, seconds: str) -> dict:
         "websocket",
         "--fetch-mode",
         "websocket",
+        "--loop",
+        "uvloop",
     )
 
 
@@ -601,7 +604,7 @@ def _sdk_and_e2e_metrics(base: Path, quick: bool):
             workload=(
                 f"SDK producer (linger.ms 0, acks=1, produce_mode websocket: binary "
                 f"produce frames) to SDK consumer (fetch_mode websocket: binary WebSocket "
-                f"consume stream), one process, at a steady 10,000 records/s for "
+                f"consume stream), one process on uvloop, at a steady 10,000 records/s for "
                 f"{seconds} s after a warm-up (a record per key sent, acknowledged and "
                 f"received before the clock starts: streams open, as the peer's connections "
                 f"are); median p99 of {e2e_rounds} rounds alternating with the peer "
