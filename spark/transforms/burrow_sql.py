@@ -9,7 +9,9 @@ commits, the smallest and largest committed offset among them, whether any sampl
 and whether any commit after the window's first one went back (REWIND) or had less lag than
 the commit before it (WARN). Those last two are flags each commit carries against the commit
 before it in the whole history; the first commit of the window is discounted because its
-predecessor lies outside the window.
+predecessor lies outside the window. The aggregates are scalar columns, not structs: nested
+structs through the windows and the final explode made one generated method so large that
+the JIT took 3-6 s of a core to compile it, more than once per session.
 """
 
 from __future__ import annotations
@@ -22,9 +24,16 @@ RESULT = ("status", "consume_rate", "produce_rate", "catch_up_s")
 ORDER = ("ts_ms", "is_commit")
 FRAME = (
     "_n",
-    "_first",
-    "_c0",
-    "_c1",
+    "_f_ts",
+    "_f_end",
+    "_c0_ts",
+    "_c0_c",
+    "_c0_lag",
+    "_c0_back",
+    "_c0_shrank",
+    "_c1_ts",
+    "_c1_c",
+    "_c1_lag",
     "_nc",
     "_cmin",
     "_cmax",
@@ -59,29 +68,37 @@ def with_frames(samples: DataFrame, keys: list[str], window: int) -> DataFrame:
     s = samples.selectExpr(
         "*",
         f"{LAG} AS _lag",
-        "last(CASE WHEN is_commit THEN named_struct('c', committed_offset, 'lag',"
-        f" {LAG}) END, true) {before} AS _prev",
+        f"last(IF(is_commit, committed_offset, NULL), true) {before} AS _prev_c",
+        f"last(IF(is_commit, {LAG}, NULL), true) {before} AS _prev_lag",
     ).selectExpr(
         "*",
-        "CASE WHEN is_commit THEN named_struct("
-        "'back', coalesce(committed_offset < _prev.c, false),"
-        " 'shrank', coalesce(_lag < _prev.lag, false)) END AS _flags",
+        "IF(is_commit, coalesce(committed_offset < _prev_c, false), NULL) AS _back",
+        "IF(is_commit, coalesce(_lag < _prev_lag, false), NULL) AS _shrank",
     )
-    point = "named_struct('ts_ms', ts_ms, 'committed_offset', committed_offset,"
-    point += " 'log_end_offset', log_end_offset, 'lag', _lag)"
-    cpoint = f"CASE WHEN is_commit THEN named_struct('p', {point}, 'f', _flags) END"
+
+    def commit(edge: str, column: str, name: str) -> str:
+        """``column`` of the window's first or last commit (every commit has it)."""
+        return f"{edge}(IF(is_commit, {column}, NULL), true) {frame} AS {name}"
+
     return s.selectExpr(
         *quoted(samples.columns),
         f"count(1) {frame} AS _n",
-        f"first({point}) {frame} AS _first",
-        f"first({cpoint}, true) {frame} AS _c0",
-        f"last({cpoint}, true) {frame} AS _c1",
+        f"first(ts_ms) {frame} AS _f_ts",
+        f"first(log_end_offset) {frame} AS _f_end",
+        commit("first", "ts_ms", "_c0_ts"),
+        commit("first", "committed_offset", "_c0_c"),
+        commit("first", "_lag", "_c0_lag"),
+        commit("first", "_back", "_c0_back"),
+        commit("first", "_shrank", "_c0_shrank"),
+        commit("last", "ts_ms", "_c1_ts"),
+        commit("last", "committed_offset", "_c1_c"),
+        commit("last", "_lag", "_c1_lag"),
         f"sum(cast(is_commit AS int)) {frame} AS _nc",
-        f"min(CASE WHEN is_commit THEN committed_offset END) {frame} AS _cmin",
-        f"max(CASE WHEN is_commit THEN committed_offset END) {frame} AS _cmax",
+        f"min(IF(is_commit, committed_offset, NULL)) {frame} AS _cmin",
+        f"max(IF(is_commit, committed_offset, NULL)) {frame} AS _cmax",
         f"max(cast(_lag = 0 AS int)) {frame} AS _zero",
-        f"sum(cast(_flags.back AS int)) {frame} AS _backs",
-        f"sum(cast(_flags.shrank AS int)) {frame} AS _shrinks",
+        f"sum(cast(_back AS int)) {frame} AS _backs",
+        f"sum(cast(_shrank AS int)) {frame} AS _shrinks",
     )
 
 
@@ -99,14 +116,11 @@ def evaluate(
     over ``framed``'s columns."""
     keep = [c for c in framed.columns if c not in FRAME and c not in RESULT]
     nc = "coalesce(_nc, 0)"
-    consume = _rate(
-        "_c0.p.committed_offset", "_c1.p.committed_offset", "_c0.p.ts_ms", "_c1.p.ts_ms"
-    )
+    consume = _rate("_c0_c", "_c1_c", "_c0_ts", "_c1_ts")
     s = framed.selectExpr(
         "*",
         f"CASE WHEN {nc} >= 2 THEN {consume} END AS consume_rate",
-        _rate("_first.log_end_offset", "log_end_offset", "_first.ts_ms", "ts_ms")
-        + " AS produce_rate",
+        _rate("_f_end", "log_end_offset", "_f_ts", "ts_ms") + " AS produce_rate",
         f"{now_ms} AS _now",
         f"{last_commit_ms} AS _last_commit",
         f"{log_start_offset} AS _log_start",
@@ -114,15 +128,15 @@ def evaluate(
 
     def after_first(count: str, flag: str) -> str:
         """Commits after the window's first one with ``flag`` set."""
-        return f"coalesce({count}, 0) - coalesce(cast(_c0.f.{flag} AS int), 0) > 0"
+        return f"coalesce({count}, 0) - coalesce(cast(_c0_{flag} AS int), 0) > 0"
 
-    span = f"CASE WHEN {nc} > 0 THEN _c1.p.ts_ms - _c0.p.ts_ms ELSE 0 END"
+    span = f"CASE WHEN {nc} > 0 THEN _c1_ts - _c0_ts ELSE 0 END"
     stop = (
         f"_last_commit IS NOT NULL AND _now - _last_commit > greatest(cast({min_stop_ms} AS"
         f" long), {span})"
     )
     stall = f"{nc} >= 2 AND _cmin = _cmax"
-    warn = f"{nc} >= 3 AND NOT ({after_first('_shrinks', 'shrank')}) AND _c1.p.lag > _c0.p.lag"
+    warn = f"{nc} >= 3 AND NOT ({after_first('_shrinks', 'shrank')}) AND _c1_lag > _c0_lag"
     status = (
         f"CASE WHEN _log_start IS NOT NULL AND committed_offset < _log_start THEN '{ERR}'"
         f" WHEN {LAG} = 0 THEN '{OK}'"
