@@ -203,3 +203,36 @@ def test_throughput_from_slices_equals_per_partition(spark):
         want = throughput.per_partition(records, granularity).collect()
         got = throughput.from_slices(slices, granularity).collect()
         assert len(want) > 1 and sorted(got) == sorted(want)
+
+
+def test_a_warm_session_compiles_no_code(spark):
+    """A run's generated code is the same in the next run and is kept (``spark.session``:
+    the code cache's size; lambdas written in SQL, since a Python lambda's variable name
+    changes per call and lands in the code), so a scheduled run compiles nothing."""
+    from spark.jobs import lag as lag_job
+    from spark.jobs import throughput as throughput_job
+
+    compiles = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+
+    def run() -> int:
+        records = spark.createDataFrame(
+            [("", "t", 0, o, ts(T0 + o * 700), b"k", b"v" * o, [("h", b"x")]) for o in range(30)],
+            "tenant string, topic string, partition int, offset long, timestamp timestamp, "
+            "key binary, value binary, headers array<struct<key string, value binary>>",
+        )
+        commits = spark.createDataFrame(
+            [("", "g", "t", 0, o, ts(T0 + o * 700 + 1)) for o in (5, 12, 20)],
+            "tenant string, group string, topic string, partition int, committed_offset long, "
+            "commit_timestamp timestamp",
+        )
+        slices = lag.record_slices(records, commits)
+        rows = lag_job.results(slices, commits, now_ms=T0 + 60_000)
+        partitions = spark.createDataFrame(
+            [("", "t", 1)], "tenant string, topic string, partitions int"
+        )
+        minutes = throughput_job.results(throughput.from_slices(slices), partitions)
+        assert rows["status"] and minutes["minute"]
+        return compiles.getCount()
+
+    first = run()
+    assert run() == first
