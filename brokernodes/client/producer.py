@@ -29,6 +29,7 @@ How a record travels (Kafka's producer, over the binary HTTP produce path):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import threading
@@ -685,11 +686,20 @@ class AsyncProducer:
         if error is not None:
             self._spawn(self._send_request(queue, batches, error))
             return
-        try:
+        with self._request_ends(queue, batches, "completing"):
             self._complete_ok(batches, answer.result())
-        except Exception as exc:  # never let a batch hang
+
+    @contextlib.contextmanager
+    def _request_ends(self, queue: PartitionQueue, batches: list[ProducerBatch], doing: str):
+        """Around the end of a partition's request: an unexpected error fails its batches
+        (never let a batch hang), and the partition may send its next request."""
+        try:
+            yield
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
             log.exception(
-                "producer: unexpected error completing %s-%s", queue.topic, queue.partition
+                "producer: unexpected error %s %s-%s", doing, queue.topic, queue.partition
             )
             self._complete_failed(batches, exc)
         finally:
@@ -744,18 +754,8 @@ class AsyncProducer:
     ) -> None:
         """Deliver ``batches`` (retrying as needed); ``failed``: how a first attempt that
         ``_start_request`` made went wrong."""
-        try:
+        with self._request_ends(queue, batches, "sending to"):
             await self._deliver(queue, batches, failed)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # never let a batch hang
-            log.exception(
-                "producer: unexpected error sending to %s-%s", queue.topic, queue.partition
-            )
-            self._complete_failed(batches, exc)
-        finally:
-            queue.in_flight = False
-            self._wake()
 
     def _body(self, queue: PartitionQueue, batches: list[ProducerBatch]) -> bytes:
         """The request body: the batches encoded (once; a retry resends the same bytes)."""
