@@ -1,19 +1,25 @@
-"""A lean HTTP/1.1 front for the produce routes, in front of aiohttp on the same port.
+"""A lean HTTP/1.1 front for the routes clients send all the time, in front of aiohttp on
+the same port.
 
 Why: in a one-request-in-flight exchange aiohttp's own request/response machinery costs
 ~90 us of loop time per request on this class of machine (a bare asyncio protocol ~40 us,
-a trivial aiohttp handler ~130 us), which was a third of a JSON produce and most of what one
-tenant's requests cost another (docs/acls-and-quotas.md, docs/data-plane-api.md).
+a trivial aiohttp handler ~130 us), which was a third of a JSON produce, most of what one
+tenant's requests cost another, and the larger part of a 1 MiB fetch's overhead
+(docs/acls-and-quotas.md, docs/data-plane-api.md).
 
 What: every connection starts here. A request this front serves itself is a plain HTTP/1.1
-``POST`` to a route in ``FAST_ROUTES`` with one ``Content-Length`` of at most
-``MAX_FAST_BODY`` bytes and nothing that needs aiohttp (no ``Transfer-Encoding``, ``Expect``
-or ``Upgrade``). It runs the *same* aiohttp handler through the *same* middleware (auth,
-ACLs, quotas, error bodies, metrics), given a small request object with the attributes those
-use, and writes the handler's ``web.Response`` itself. The first request that is anything
-else, or anything this parser is unsure of, hands the connection with every byte read so far
-to a fresh aiohttp ``RequestHandler``, which then owns it for good. Requests on a
-connection are answered in order, one at a time (pipelined ones wait in the buffer).
+request to a route in ``FAST_ROUTES`` with that route's method (produce, fetch, list
+offsets, metadata, producer ids): a ``POST`` with one ``Content-Length`` of at most
+``MAX_FAST_BODY`` bytes, or a ``GET`` without a body, and nothing that needs aiohttp (no
+``Transfer-Encoding``, ``Expect`` or ``Upgrade``). It runs the *same* aiohttp handler
+through the *same* middleware (auth, ACLs, quotas, error bodies, metrics), given a small
+request object with the attributes those use, and writes the handler's answer itself: a
+``web.Response`` serialised whole, or a fetch's ``SliceResponse`` as its head followed by
+its segment file slices (``sendfile``, or copied with flow control). The first request that
+is anything else, or anything this parser is unsure of, hands the connection with every
+byte read so far to a fresh aiohttp ``RequestHandler``, which then owns it for good.
+Requests on a connection are answered in order, one at a time (pipelined ones wait in the
+buffer).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import logging
 import re
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Mapping
 from email.utils import formatdate
 from typing import Any
 from urllib.parse import parse_qsl
@@ -33,10 +39,22 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 
 from brokernodes.errors import RequestTimedOutError
+from brokernodes.server.sendfile import SEND_STALL_TIMEOUT_S, SliceResponse
 
 logger = logging.getLogger("sluice.broker.http")
 
-FAST_ROUTES = ("produce_binary", "produce_json", "produce_json_batch")
+# route name -> method: what the SDK and the REST clients send all the time (a connection
+# keeps to the fast front while it sends only these)
+FAST_ROUTES = {
+    "metadata": "GET",
+    "producer_ids": "POST",
+    "produce_binary": "POST",
+    "produce_json": "POST",
+    "produce_json_batch": "POST",
+    "fetch_binary": "GET",
+    "fetch_json": "GET",
+    "list_offsets": "GET",
+}
 MAX_FAST_BODY = 1024 * 1024  # larger bodies stream through aiohttp (its body deadline)
 MAX_HEAD = 16 * 1024  # a longer request head goes to aiohttp, which refuses it properly
 KEEPALIVE_TIMEOUT_S = 3630.0  # aiohttp's default for an idle keep-alive connection
@@ -48,10 +66,11 @@ Middleware = Callable[[Any, Handler], Awaitable[web.StreamResponse]]
 
 
 class _Route:
-    __slots__ = ("handler", "name", "pattern")
+    __slots__ = ("handler", "method", "name", "pattern")
 
-    def __init__(self, name: str, pattern: re.Pattern[str], handler: Handler) -> None:
+    def __init__(self, name: str, method: str, pattern: re.Pattern[str], handler: Handler):
         self.name = name
+        self.method = method
         self.pattern = pattern
         self.handler = handler
 
@@ -122,22 +141,29 @@ class FastRoutes:
     """The fast routes, taken from the built aiohttp app (same handlers, same patterns)."""
 
     def __init__(
-        self, app: web.Application, middleware: Middleware, names: Iterable[str] = FAST_ROUTES
+        self,
+        app: web.Application,
+        middleware: Middleware,
+        methods: Mapping[str, str] = FAST_ROUTES,
     ) -> None:
-        wanted = set(names)
         self.middleware = middleware
         self.routes: list[_Route] = []
         for route in app.router.routes():
-            if route.name in wanted and route.method == "POST":
-                pattern = route.resource.get_info().get("pattern")  # type: ignore[union-attr]
+            if route.name is not None and methods.get(route.name) == route.method:
+                info = route.resource.get_info()  # type: ignore[union-attr]
+                pattern = info.get("pattern")
+                if pattern is None and "path" in info:  # a path without variables
+                    pattern = re.compile(re.escape(info["path"]))
                 if pattern is not None:
-                    self.routes.append(_Route(route.name, pattern, route.handler))
-        missing = wanted - {r.name for r in self.routes}
+                    self.routes.append(_Route(route.name, route.method, pattern, route.handler))
+        missing = set(methods) - {r.name for r in self.routes}
         if missing:
             raise RuntimeError(f"fast HTTP routes not in the app: {sorted(missing)}")
 
-    def match(self, path: str) -> tuple[_Route, _MatchInfo] | None:
+    def match(self, method: str, path: str) -> tuple[_Route, _MatchInfo] | None:
         for route in self.routes:
+            if route.method != method:
+                continue
             m = route.pattern.fullmatch(path)
             if m is not None:
                 info = _MatchInfo(m.groupdict())
@@ -160,6 +186,16 @@ class _Date:
         return cls.value
 
 
+def _head(resp: web.StreamResponse, length: int, close: bool) -> list[bytes]:
+    parts = [f"HTTP/1.1 {resp.status} {resp.reason}\r\n".encode("latin-1")]
+    for name, value in resp.headers.items():
+        if name.lower() not in ("content-length", "connection", "date"):
+            parts.append(f"{name}: {value}\r\n".encode("latin-1"))
+    parts.append(b"Content-Length: %d\r\nDate: %s\r\n" % (length, _Date.now()))
+    parts.append(b"Connection: close\r\n\r\n" if close else b"\r\n")
+    return parts
+
+
 def serialize(resp: web.StreamResponse, close: bool) -> bytes:
     """A handler's ``web.Response`` as HTTP/1.1 bytes."""
     if not isinstance(resp, web.Response) or resp.prepared:
@@ -169,14 +205,16 @@ def serialize(resp: web.StreamResponse, close: bool) -> bytes:
         body = b""
     elif not isinstance(body, bytes | bytearray):
         raise TypeError("the fast HTTP path writes only bytes bodies")
-    parts = [f"HTTP/1.1 {resp.status} {resp.reason}\r\n".encode("latin-1")]
-    for name, value in resp.headers.items():
-        if name.lower() not in ("content-length", "connection", "date"):
-            parts.append(f"{name}: {value}\r\n".encode("latin-1"))
-    parts.append(b"Content-Length: %d\r\nDate: %s\r\n" % (len(body), _Date.now()))
-    parts.append(b"Connection: close\r\n\r\n" if close else b"\r\n")
+    parts = _head(resp, len(body), close)
     parts.append(body)
     return b"".join(parts)
+
+
+def serialize_head(resp: SliceResponse, close: bool) -> bytes:
+    """A ``SliceResponse``'s status line and headers (its body is sent from the files)."""
+    if resp.prepared:
+        raise TypeError("the fast HTTP path sends only unsent responses")
+    return b"".join(_head(resp, resp.content_length or 0, close))
 
 
 class FastServer:
@@ -223,6 +261,7 @@ class FastHttpProtocol(asyncio.Protocol):
         self.busy = False
         self.closing = False
         self.paused = False
+        self._writable: asyncio.Future[None] | None = None  # set while writing is paused
         self._timer: asyncio.TimerHandle | None = None  # the keep-alive timeout
         self._body_deadline: asyncio.TimerHandle | None = None
         self._last_active = 0.0
@@ -245,6 +284,32 @@ class FastHttpProtocol(asyncio.Protocol):
         self.server.connections.discard(self)
         self.closing = True
         self._cancel_timers()
+        self.resume_writing()  # a body being copied sees the transport closing
+
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        waiter, self._writable = self._writable, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _write(self, data: bytes) -> None:
+        """Write part of a body, waiting (up to the stall timeout) while the transport's
+        buffer is over its high-water mark: the copying fetch path's flow control."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            raise ConnectionResetError("client went away")
+        transport.write(data)
+        if self._writable is not None:
+            try:
+                async with asyncio.timeout(SEND_STALL_TIMEOUT_S):
+                    await asyncio.shield(self._writable)
+            except TimeoutError:
+                raise ConnectionResetError("client stopped reading") from None
+            if transport.is_closing():
+                raise ConnectionResetError("client went away")
 
     def _cancel_timers(self) -> None:
         for timer in (self._timer, self._body_deadline):
@@ -301,7 +366,10 @@ class FastHttpProtocol(asyncio.Protocol):
         head = bytes(self.buf[:end])
         lines = head.split(b"\r\n")
         request_line = lines[0].split(b" ")
-        if len(request_line) != 3 or request_line[0] != b"POST" or request_line[2] != b"HTTP/1.1":
+        if len(request_line) != 3 or request_line[2] != b"HTTP/1.1":
+            return None
+        method = request_line[0]
+        if method != b"POST" and method != b"GET":
             return None
         target = request_line[1]
         if not target.startswith(b"/"):
@@ -314,7 +382,7 @@ class FastHttpProtocol(asyncio.Protocol):
             query_string = query.decode("ascii")
         except UnicodeError:
             return None
-        matched = self.server.routes.match(path)
+        matched = self.server.routes.match(method.decode("ascii"), path)
         if matched is None:
             return None
         headers = CIMultiDict()
@@ -342,26 +410,45 @@ class FastHttpProtocol(asyncio.Protocol):
                 headers.add(name.decode("ascii"), value.decode("latin-1"))
             except UnicodeError:
                 return None
-        if length is None or length > self.server.max_body:
+        if method == b"GET":
+            if length:
+                return None  # a GET with a body: aiohttp's to read and ignore
+            length = 0
+        elif length is None or length > self.server.max_body:
             return None  # aiohttp refuses an oversize body from its Content-Length
         return (path, query_string, matched), CIMultiDictProxy(headers), length, close
 
     async def _serve(self, method_path, headers, body, close: bool, handler: Handler) -> None:
-        path, query_string, (_, match_info) = method_path
+        path, query_string, (route, match_info) = method_path
         request = FastRequest(
-            "POST", path, query_string, match_info, headers, body, self.transport, self.remote
+            route.method, path, query_string, match_info, headers, body, self.transport, self.remote
         )
         try:
             resp = await self.server.routes.middleware(request, handler)
             close = close or self.server.closing or resp.keep_alive is False
-            data = serialize(resp, close)
+            if isinstance(resp, SliceResponse):
+                data = serialize_head(resp, close)
+            else:
+                data = serialize(resp, close)
         except Exception:
             logger.exception("fast HTTP path failed on %s; closing the connection", path)
             self._close()
             return
         if self.closing:
             return
-        self.transport.write(data)  # type: ignore[union-attr]
+        if isinstance(resp, SliceResponse):
+            try:
+                whole = await resp.send_over(self.transport, data, self._write)  # type: ignore[arg-type]
+            except ConnectionError:
+                whole = False
+            except Exception:
+                logger.exception("fast HTTP path failed sending %s; closing the connection", path)
+                whole = False
+            if not whole:
+                self._close()
+                return
+        else:
+            self.transport.write(data)  # type: ignore[union-attr]
         self.busy = False
         self._last_active = asyncio.get_running_loop().time()
         if close:

@@ -7,7 +7,7 @@ against tenant quotas (docs/replication.md)."""
 
 from __future__ import annotations
 
-import logging
+from functools import partial
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -17,13 +17,7 @@ from brokernodes.server.http_replication import authenticate_broker
 from brokernodes.server.http_util import auth_header, json_response, topic_partition
 from brokernodes.server.json_records import render_batches
 from brokernodes.server.params import choice_param, int_param, timestamp_param
-from brokernodes.server.sendfile import (
-    ShortFileError,
-    close_slices,
-    open_slices,
-    send_copy,
-    send_zero_copy,
-)
+from brokernodes.server.sendfile import SliceResponse, close_slices, open_slices
 from brokernodes.server.throttle import THROTTLE_HEADER
 from brokernodes.storage.files import pread_exactly
 
@@ -32,19 +26,12 @@ if TYPE_CHECKING:
     from brokernodes.server.sendfile import OpenSlice
     from brokernodes.storage.log import FetchData
 
-logger = logging.getLogger("sluice.broker.fetch")
 
 BINARY = "application/vnd.kafka.recordbatch.v2"
 DEFAULT_MAX_BYTES = 1024 * 1024
 DEFAULT_MAX_RECORDS = 500
 MAX_RECORDS = 10_000
 MAX_DECODED_BYTES = 256 * 1024 * 1024  # a compressed batch may not expand beyond this
-
-
-def _is_tls(request: web.BaseRequest) -> bool:
-    """sendfile bypasses the transport, so it cannot serve a TLS connection."""
-    transport = request.transport
-    return transport is not None and transport.get_extra_info("sslcontext") is not None
 
 
 def add_routes(app: web.Application, broker: Broker) -> None:
@@ -94,7 +81,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         max_wait_ms = int_param(query, "max_wait_ms", 0, minimum=0, maximum=config.max_wait_ms)
         return max_bytes, max_wait_ms
 
-    async def fetch_batches(request: web.Request) -> web.StreamResponse:
+    async def fetch_batches(request: web.Request) -> SliceResponse:
         topic, p = topic_partition(request)
         q = request.query
         replica = "replica_id" in q
@@ -120,34 +107,22 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             throttle = (
                 0 if principal is None else await broker.quotas.throttle_fetch(principal, total)
             )
-            resp = web.StreamResponse(
-                headers={
-                    "Content-Type": BINARY,
-                    THROTTLE_HEADER: str(throttle),
-                    "Sluice-High-Watermark": str(data.high_watermark),
-                    "Sluice-Log-Start-Offset": str(data.log_start_offset),
-                    "Sluice-Log-End-Offset": str(data.log_end_offset),
-                }
-            )
-            resp.content_length = total
-            await resp.prepare(request)
-            if total:
-                try:
-                    if zero_copy and not _is_tls(request):
-                        await send_zero_copy(request, opened)
-                    else:
-                        await send_copy(resp, opened)
-                except ShortFileError:
-                    logger.warning("%s-%d: segment shrank during a fetch; cut", topic, p)
-                    if request.transport is not None:
-                        request.transport.abort()
-                    return resp
-            await resp.write_eof()
-        finally:
+        except BaseException:
             close_slices(s.fd for s in opened)
-        if not replica:
-            broker.metrics.record_out(topic, total)
-        return resp
+            raise
+        return SliceResponse(
+            opened,
+            zero_copy=zero_copy,
+            headers={
+                "Content-Type": BINARY,
+                THROTTLE_HEADER: str(throttle),
+                "Sluice-High-Watermark": str(data.high_watermark),
+                "Sluice-Log-Start-Offset": str(data.log_start_offset),
+                "Sluice-Log-End-Offset": str(data.log_end_offset),
+            },
+            on_sent=None if replica else partial(broker.metrics.record_out, topic),
+            label=f"{topic}-{p}",
+        )
 
     async def fetch_records(request: web.Request) -> web.Response:
         topic, p = topic_partition(request)

@@ -3,18 +3,23 @@ exactly as aiohttp does, and hands any other request's connection to aiohttp int
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import socket
 import time
 from http.client import HTTPConnection
 
 import pytest
 
+from brokernodes.records.batch import decode_batches
 from tests.integration.broker.util import (
     BINARY,
     batch,
     fetch_all_values,
+    fetch_binary,
     json_body_of,
+    produce_binary,
     raw_request,
     status_of,
 )
@@ -30,7 +35,15 @@ def _post(
     return head.encode() + body
 
 
+def _get(path: str, auth: str | None) -> bytes:
+    head = f"GET {path} HTTP/1.1\r\nHost: x\r\n"
+    if auth is not None:
+        head += f"Authorization: {auth}\r\n"
+    return (head + "Connection: close\r\n\r\n").encode()
+
+
 def _parse(response: bytes) -> tuple[int, dict[str, str], object]:
+    """(status, headers, body): JSON decoded, record batches as their (offset, value) rows."""
     head, _, body = response.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     headers = {}
@@ -39,6 +52,9 @@ def _parse(response: bytes) -> tuple[int, dict[str, str], object]:
         headers[name.strip().lower()] = value.strip()
     assert int(headers["content-length"]) == len(body)
     assert "date" in headers
+    if headers.get("content-type") == BINARY:
+        rows = [(r.offset, r.value) for b in decode_batches(body) for r in b.records]
+        return int(lines[0].split(" ")[1]), headers, rows
     return int(lines[0].split(" ")[1]), headers, json.loads(body) if body else None
 
 
@@ -48,7 +64,8 @@ def _exchange(broker, requests: list[bytes]) -> list[tuple[int, dict[str, str], 
 
 def test_the_fast_front_answers_like_aiohttp(broker_factory):
     """The same requests against a broker on each front: the same status, body and
-    headers that matter (Content-Type, the throttle header), errors included."""
+    headers that matter (Content-Type, the throttle header, the fetch's offsets), errors
+    included; produce, both fetches and the offsets lookup."""
     fast = broker_factory(name="fast")
     slow = broker_factory(name="aiohttp", extra_args=["--http-front", "aiohttp"])
 
@@ -84,6 +101,22 @@ def test_the_fast_front_answers_like_aiohttp(broker_factory):
             _post(binary, good[:-1] + bytes([good[-1] ^ 1]), auth),  # CRC mismatch
             _post("/sluice/v1/topics/events/partitions/9/batches", good, auth),
             _post(binary + "?acks=0", good, auth),
+            _get(binary + "?offset=0", auth),
+            _get(binary + "?offset=1&max_bytes=1", auth),  # one batch even if larger (KIP-74)
+            _get(binary + "?offset=7", auth),  # at the log end: empty
+            _get(binary + "?offset=99", auth),  # OFFSET_OUT_OF_RANGE, with the bounds
+            _get(binary + "?offset=-1", auth),
+            _get(binary + "?offset=0&max_wait_ms=x", auth),
+            _get(binary, auth),  # no offset
+            _get(binary + "?offset=0", None),
+            _get("/sluice/v1/topics/events/partitions/9/batches?offset=0", auth),
+            _get("/sluice/v1/topics/events/partitions/0/records?offset=0&format=text", auth),
+            _get("/sluice/v1/topics/events/partitions/0/records?offset=0&format=xml", auth),
+            _get("/sluice/v1/topics/events/partitions/0/offsets?timestamp=latest", auth),
+            _get("/sluice/v1/topics/events/partitions/0/offsets?timestamp=soon", auth),
+            _get("/sluice/v1/metadata", auth),
+            _get("/sluice/v1/metadata", None),
+            _post("/sluice/v1/producer-ids", b"", auth),
         ]
 
     answers_fast = _exchange(fast, requests(fast))
@@ -96,35 +129,41 @@ def test_the_fast_front_answers_like_aiohttp(broker_factory):
         assert ("sluice-throttle-time-ms" in headers_a) == ("sluice-throttle-time-ms" in headers_b)
         # aiohttp names itself in a Server header; the fast front does not: which one answered
         assert "server" not in headers_a and "server" in headers_b, (i, headers_a, headers_b)
+        for name in ("sluice-high-watermark", "sluice-log-start-offset", "sluice-log-end-offset"):
+            assert headers_a.get(name) == headers_b.get(name), (i, name, headers_a, headers_b)
         if isinstance(body_a, dict):
-            for volatile in ("timestamp", "message", "request_id"):
+            for volatile in ("timestamp", "message", "request_id", "cluster_id", "brokers"):
                 body_a.pop(volatile, None)
                 body_b.pop(volatile, None)
             for side in (body_a, body_b):
-                for row in side.get("successes", ()):
+                for row in [*side.get("successes", ()), *side.get("records", ())]:
                     row.pop("timestamp")
         assert body_a == body_b, (i, a, b)
     # the answers cover success, accepted, and several error codes
     statuses = [s for s, _, _ in answers_fast]
-    assert {200, 202, 207, 400, 401, 404}.issubset(set(statuses)), statuses
+    assert {200, 202, 207, 400, 401, 404, 416}.issubset(set(statuses)), statuses
+    # the binary fetches: the partition's rows, one batch for max_bytes=1, none at the end
+    fetches = [body for _, headers, body in answers_fast if headers["content-type"] == BINARY]
+    assert [len(rows) for rows in fetches] == [7, 1, 0], fetches
+    assert [offset for offset, _ in fetches[0]] == list(range(7))
     # the rows really landed on the fast broker, in order
     assert [v for _, v in fetch_all_values(fast, "events", 0)][-4:] == [b"one", b"two"] * 2
 
 
 def test_a_connection_moves_from_the_fast_front_to_aiohttp_for_good(broker):
-    """Produce (fast), a metadata read (aiohttp takes the connection), produce again (now
+    """Produce (fast), a readiness check (aiohttp takes the connection), produce again (now
     aiohttp's), all on one keep-alive connection, answered in order."""
     conn = HTTPConnection("127.0.0.1", broker.port, timeout=10)
     headers = {**broker.headers, "Content-Type": "application/json"}
     path = f"/v3/clusters/{broker.cluster_id}/topics/events/records"
     offsets, servers = [], []
     try:
-        for step in ("produce", "metadata", "produce", "produce"):
-            if step == "metadata":
-                conn.request("GET", "/sluice/v1/metadata", headers=broker.headers)
+        for step in ("produce", "readyz", "produce", "produce"):
+            if step == "readyz":
+                conn.request("GET", "/readyz")
                 resp = conn.getresponse()
-                assert resp.status == 200
-                assert any(t["name"] == "events" for t in json.loads(resp.read())["topics"])
+                assert resp.status == 200, resp.read()
+                resp.read()
                 continue
             body = json.dumps({"partition_id": 0, "value": {"type": "STRING", "data": step}})
             conn.request("POST", path, body.encode(), headers)
@@ -243,3 +282,43 @@ def test_stop_with_idle_fast_connections_is_prompt_and_clean(broker_factory):
     assert b.stop() == 0
     assert time.monotonic() - started < 10
     conn.close()
+
+
+def _open_segment_files(broker) -> int:
+    """How many of the broker's open fds are segment (.log) files."""
+    fd_dir = f"/proc/{broker.pid}/fd"
+    count = 0
+    for fd in os.listdir(fd_dir):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"{fd_dir}/{fd}").endswith(".log"):
+                count += 1
+    return count
+
+
+@pytest.mark.parametrize("path", ["sendfile", "copy"])
+def test_fetches_close_their_segment_files(broker_factory, path):
+    """Every fetch opens the segment files it serves; whether the client reads the answer,
+    hangs up before it, or pipelines fetches and leaves, the broker ends up holding only the
+    log's own files."""
+    b = broker_factory(extra_args=["--fetch-path", path])
+    auth = b.headers["Authorization"]
+    for i in range(20):
+        assert produce_binary(b, "events", 0, batch([b"v%d" % i * 2000]))[0] == 200
+    baseline = _open_segment_files(b)
+    fetch = (
+        "GET /sluice/v1/topics/events/partitions/0/batches?offset=0 HTTP/1.1\r\n"
+        f"Host: x\r\nAuthorization: {auth}\r\n\r\n"
+    ).encode()
+    for _ in range(10):  # answered and read
+        status, _, body = fetch_binary(b, "events", 0, 0)
+        assert status == 200 and len(decode_batches(body)) == 20
+    for _ in range(10):  # the client leaves before reading
+        with socket.create_connection(("127.0.0.1", b.port), timeout=10) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(fetch * 5)
+    deadline = time.monotonic() + 10
+    while _open_segment_files(b) > baseline and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _open_segment_files(b) == baseline
+    status, _, body = fetch_binary(b, "events", 0, 0)  # and the broker still serves
+    assert status == 200 and len(decode_batches(body)) == 20
