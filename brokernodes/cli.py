@@ -752,16 +752,17 @@ async def bench_produce(args: argparse.Namespace, count: int, duration: float | 
             next_update = started
             while sent < count:
                 chunk = min(count - sent - 1, 1000)
+                i = sent
                 try:
                     for i in range(sent, sent + chunk):
                         send(topic, value, keys[i % nkeys])
-                except BufferFullError:
+                    i = sent + chunk  # then one sampled for latency
+                    send(topic, value, keys[i % nkeys], on_delivery=sampler(time.perf_counter()))
+                except BufferFullError:  # the producer's buffer is full: let it drain
                     sent = i
                     await asyncio.sleep(0.001)
                     continue
-                sent += chunk
-                send(topic, value, keys[sent % nkeys], on_delivery=sampler(time.perf_counter()))
-                sent += 1
+                sent = i + 1
                 await asyncio.sleep(0)
                 now = time.perf_counter()
                 if now >= next_update:

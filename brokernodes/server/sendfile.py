@@ -7,9 +7,10 @@ and the caller reads the log again.
 
 The handler answers with a ``SliceResponse`` holding the open slices; aiohttp or the lean
 front (``fast_http``) sends it. Zero-copy works under uvloop too, which has no
-``loop.sendfile``: once the head is written and the transport's write buffer is empty, ``os.sendfile`` writes straight to the
-transport's non-blocking socket; on EAGAIN it waits for writability on a ``dup`` of the
-socket fd (the loop refuses ``add_writer`` on an fd a transport owns).
+``loop.sendfile``: once the head is written and the transport's write buffer is empty,
+``os.sendfile`` writes straight to the transport's non-blocking socket; on EAGAIN it waits
+for writability on a ``dup`` of the socket fd (the loop refuses ``add_writer`` on an fd a
+transport owns).
 """
 
 from __future__ import annotations

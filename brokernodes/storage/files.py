@@ -10,6 +10,7 @@ treat ``FileNotFoundError`` or a short ``sendfile`` as "fetch again" (the retry 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -69,6 +70,13 @@ def pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> 
         view = view[n:]
         position += n
         n = os.pwrite(fd, view, position)
+
+
+def close_fds(fds: list[int]) -> None:
+    """Close each fd, ignoring errors (a cleanup path)."""
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

@@ -63,7 +63,7 @@ from brokernodes.storage.checkpoint import (
     TopicPartitionOffsetFormatter,
 )
 from brokernodes.storage.config import LogConfig
-from brokernodes.storage.files import FileSlice, fsync_dir
+from brokernodes.storage.files import FileSlice, close_fds, fsync_dir
 from brokernodes.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
 from brokernodes.storage.recovery import CLEAN_SHUTDOWN_FILE, load_segments
 from brokernodes.storage.retention import RetentionDecision, SegmentStats, plan_retention
@@ -181,6 +181,8 @@ class PartitionLog:
         # The last append's batches, (base offset, next offset, bytes), when small: see
         # ``read_tail``
         self._tail: tuple[int, int, bytes] | None = None
+        self._rolled_to = 0  # the next offset of the last rolled segment (``_sync_rolled``)
+        self._truncations = 0  # counts cuts of the log end, for ``_sync_rolled``
         self.topic, self.partition = _topic_partition(self.directory)
         try:
             os.makedirs(self.directory, exist_ok=True)
@@ -391,7 +393,11 @@ class PartitionLog:
                 if info is not None:
                     return info
             prepared = self._validate(records, assign_offsets, leader_epoch)
-            return self._append_prepared(prepared, leader_epoch, now)
+            info = self._append_prepared(prepared, leader_epoch, now)
+            rolled = self._rolled_to > self._recovery_point
+        if rolled:
+            self._sync_rolled()
+        return info
 
     def _append_single_batch(
         self, records: bytes | bytearray | memoryview, leader_epoch: int | None, now: int
@@ -647,7 +653,9 @@ class PartitionLog:
             self._check_open()
             if self._active.size == 0:
                 return self._active
-            return self._roll(self._log_end_offset)
+            new = self._roll(self._log_end_offset)
+        self._sync_rolled()
+        return new
 
     def _roll(self, base_offset: int) -> LogSegment:
         old = self._active
@@ -660,10 +668,50 @@ class PartitionLog:
             )
         new = self._new_segment(base_offset)
         self._segments.add(new)
-        # Kafka flushes the rolled segment (asynchronously); doing it here keeps recovery
-        # after a crash to the active segment.
-        self._flush(old.next_offset, self._clock(), write_checkpoint=False)
+        # The rolled segment is fsynced once the lock is released (``_sync_rolled``, before
+        # the roll's caller returns): an fsync of up to a segment of dirty pages would
+        # otherwise stall every reader of this log, and with it the broker's event loop.
+        self._rolled_to = max(self._rolled_to, old.next_offset)
         return new
+
+    def _sync_rolled(self) -> None:
+        """fsync the segments below the last roll without holding the log's lock, then
+        advance the recovery point past them (so recovery after a crash stays within the
+        active segment). Kafka flushes a rolled segment asynchronously; this does it before
+        the append that rolled returns, but lets reads, retention and the rest go on.
+
+        A truncation meanwhile (the log cut below what was synced) leaves the recovery point
+        alone; a close meanwhile flushes everything itself."""
+        with self._lock:
+            target = self._rolled_to
+            if self._closed or target <= self._recovery_point:
+                return
+            truncations = self._truncations
+            fds: list[int] = []
+            try:
+                for seg in self._segments.from_floor(self._recovery_point):
+                    if seg.base_offset >= target:
+                        break
+                    fds.extend(seg.dup_files())
+            except OSError as e:
+                close_fds(fds)
+                raise KafkaStorageError(f"cannot flush {self.directory}: {e}") from e
+        try:
+            for fd in fds:
+                os.fsync(fd)
+        except OSError as e:
+            raise KafkaStorageError(
+                f"cannot fsync a rolled segment of {self.directory}: {e}"
+            ) from e
+        finally:
+            close_fds(fds)
+        with self._lock:
+            if (
+                not self._closed
+                and truncations == self._truncations
+                and self._recovery_point < target <= self._log_end_offset
+            ):
+                self._recovery_point = target
 
     # --- flush -------------------------------------------------------------------------------
 
@@ -856,13 +904,19 @@ class PartitionLog:
 
         A batch straddling ``offset`` goes entirely, so the log end offset may end below
         ``offset``. Below the first segment this becomes ``truncate_fully_and_start_at``.
-        Returns False if there was nothing to remove.
+        Returns False if there was nothing to remove from the log. Truncating to exactly
+        the log end still drops a leader epoch that starts there: an epoch holding no record
+        (a leader assigns its epoch at its log end when it takes over; demoted before any
+        append, it keeps that entry). A follower's KIP-279 rounds each drop its latest epoch;
+        kept, the next OffsetsForLeaderEpoch would ask for the same epoch again, forever.
         """
         with self._lock:
             self._check_open()
             if offset < 0:
                 raise ValueError(f"cannot truncate to negative offset {offset}")
             if offset >= self._log_end_offset:
+                if offset == self._log_end_offset:
+                    self.leader_epoch_cache.truncate_from_end(offset)
                 return False
             first = self._segments.first
             assert first is not None
@@ -883,6 +937,7 @@ class PartitionLog:
             return True
 
     def _after_truncation(self) -> None:
+        self._truncations += 1
         leo = self._log_end_offset
         self._high_watermark = min(self._high_watermark, leo)
         self._recovery_point = min(self._recovery_point, leo)
@@ -908,6 +963,8 @@ class PartitionLog:
         self._segments.add(self._new_segment(offset))
         self._log_start_offset = self._log_end_offset = offset
         self._high_watermark = self._recovery_point = offset
+        self._truncations += 1
+        self._rolled_to = offset
         self.leader_epoch_cache.clear()
         fsync_dir(self.directory)
         self._checkpoint_recovery_point()

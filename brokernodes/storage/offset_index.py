@@ -78,6 +78,10 @@ class IndexFile:
             self._pending.clear()
             self._dirty = True
 
+    def dup_fd(self) -> int:
+        """A duplicate of the file's fd (an fsync outside the log's lock; the caller closes it)."""
+        return os.dup(self._fd)
+
     def flush(self) -> None:
         """Write buffered entries and fsync the file."""
         self.write_pending()

@@ -382,6 +382,17 @@ class LogSegment:
         self.offset_index.write_pending()
         self.time_index.write_pending()
 
+    def dup_files(self) -> list[int]:
+        """Duplicates of the log's and both indexes' fds (none with ``fsync=False``), with
+        the pending index entries written first: an fsync of a segment that takes no more
+        appends, done without the log's lock, which a close or a deletion meanwhile cannot
+        pull away. The caller closes them."""
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
+        if not self.fsync_enabled:
+            return []
+        return [os.dup(self._fd), self.offset_index.dup_fd(), self.time_index.dup_fd()]
+
     def flush(self) -> None:
         """fsync the log and both indexes (a no-op with ``fsync=False``)."""
         self.offset_index.write_pending()

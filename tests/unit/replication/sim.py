@@ -42,9 +42,12 @@ class Replica:
         return len(self.log)
 
     def truncate_to(self, offset: int) -> None:
-        if offset < self.leo:
+        """As ``PartitionLog.truncate_to``: at the log end too, an epoch starting there goes."""
+        if offset <= self.leo:
             del self.log[offset:]
-            self.entries = le.truncate_from_end(self.entries, offset) or self.entries
+            kept = le.truncate_from_end(self.entries, offset)
+            if kept is not None:  # [] too: a log cut to its start keeps no epoch
+                self.entries = kept
         self.flushed = min(self.flushed, self.leo)
         self.hw = min(self.hw, self.leo)
 
@@ -261,6 +264,9 @@ class Cluster:
         r.paused = False
         r.broker_epoch += 1
         r.hw = min(r.hw, r.leo)
+        kept = le.truncate_from_end(r.entries, r.leo)  # as opening the log does
+        if kept is not None:
+            r.entries = kept
         new = ctl.unclean_restart(self.reg, rid)
         if new is not None:
             self.apply(new)

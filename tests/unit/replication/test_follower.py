@@ -16,6 +16,9 @@ from brokernodes.replication.follower import (
 )
 from brokernodes.replication.leader import answer_offsets_for_leader_epoch
 from brokernodes.storage import leader_epoch as le
+from brokernodes.storage.config import LogConfig
+from brokernodes.storage.log import PartitionLog
+from tests.unit.storage.batches import make_batch
 
 E = le.EpochEntry
 
@@ -211,3 +214,36 @@ def test_truncation_finds_the_exact_divergence_point(logs):
     lentries = le.assign(entries_of(leader_log), current, len(leader_log))
     kept = reconcile(follower_log, leader_log, leader_entries=lentries)
     assert kept == prefix
+
+
+def test_an_epoch_without_records_is_dropped_so_truncation_converges(tmp_path):
+    """A replica led epoch 3 without appending (its cache says 3 starts at its log end, 1)
+    and now follows a leader that went 2 -> 5. Asked for 3, the leader answers (2, 1); the
+    follower's epoch below 2 is 1, ending at 1: truncate to 1, its log end, and ask again.
+    The truncation drops the empty epoch 3, so the next round asks for 1 and converges
+    (with the entry kept, every round asked for 3 again, forever)."""
+    log = PartitionLog(tmp_path / "t-0", LogConfig(), fsync=False)
+    log.append(make_batch(1), leader_epoch=1)
+    log.leader_epoch_cache.assign(3, log.log_end_offset)  # took over in epoch 3, no appends
+    leader_entries = [E(2, 0), E(5, 1)]
+    f = FollowerState(replica_id=1)
+    f.become_follower(0, 5)
+    for _ in range(5):
+        entries = log.leader_epoch_cache.entries
+        req = f.epoch_request(entries)
+        if req is None:
+            break
+        err, epoch, end = answer_offsets_for_leader_epoch(
+            leader_entries, 1, 5, req.current_leader_epoch, req.requested_epoch
+        )
+        d = f.on_epoch_response(err, epoch, end, entries, log.log_end_offset, 0)
+        if d.start_at is not None:
+            log.truncate_fully_and_start_at(d.start_at)
+        elif d.truncate_to is not None:
+            log.truncate_to(d.truncate_to)
+        if d.completed:
+            break
+    assert f.phase is FollowerPhase.FETCHING
+    # the leader never had epoch 1: nothing of the follower's log can be matched
+    assert log.log_end_offset == 0
+    log.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 
 import pytest
 
@@ -441,6 +442,98 @@ def test_recovery_point_checkpoint_and_roll_flush(tmp_path):
     with open(tmp_path / "t-0" / RECOVERY_POINT_CHECKPOINT) as f:
         assert f.read() == "0\n1\nt 0 6\n"
     log.close()
+
+
+class _HeldFsync:
+    """``os.fsync`` that blocks (up to 10 s) until released, and says when it started."""
+
+    def __init__(self, real) -> None:
+        self.real = real
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.fds: list[int] = []
+
+    def __call__(self, fd: int) -> None:
+        self.fds.append(fd)
+        self.started.set()
+        self.release.wait(10)
+        self.real(fd)
+
+
+def _roll_in_thread(held, roll, *args):
+    """Run ``roll(*args)`` (which rolls the log) in a thread; return the thread once its
+    fsync of the rolled segment is under way."""
+    worker = threading.Thread(target=roll, args=args)
+    worker.start()
+    assert held.started.wait(10), "the rolled segment was not fsynced"
+    return worker
+
+
+def test_a_rolled_segment_is_fsynced_without_holding_the_log(tmp_path, monkeypatch):
+    """Reads, list offsets and retention planning go on while an append that rolled the log
+    fsyncs the old segment (up to a segment of dirty pages); the append returns after it and
+    the recovery point then passes the rolled segment."""
+    size = len(make_batch(2))
+    log = PartitionLog(
+        tmp_path / "t-0", LogConfig(segment_bytes=2 * size), clock=Clock(), fsync=True
+    )
+    fill(log, 2)  # one full segment
+    held = _HeldFsync(os.fsync)
+    monkeypatch.setattr(os, "fsync", held)
+    worker = _roll_in_thread(held, log.append, make_batch(2))
+    done = []
+    reader = threading.Thread(
+        target=lambda: done.append((log.read(0, 1 << 20).size, log.offset_for_timestamp(-1)))
+    )
+    reader.start()
+    reader.join(5)
+    assert done, "a read waited for the rolled segment's fsync"
+    assert log.recovery_point == 0  # not yet: the fsync is not done
+    held.release.set()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert log.recovery_point == 4  # the rolled segment's end
+    assert len(held.fds) == 3  # the log file and its two indexes
+    log.close()
+
+
+def test_a_truncation_during_the_rolled_fsync_keeps_the_recovery_point(tmp_path, monkeypatch):
+    """A follower truncated below the rolled segment while its fsync ran: the recovery point
+    must not pass data appended after the truncation, which no fsync covered."""
+    log = PartitionLog(tmp_path / "t-0", LogConfig(), clock=Clock(), fsync=True)
+    fill(log, 2)
+    held = _HeldFsync(os.fsync)
+    monkeypatch.setattr(os, "fsync", held)
+    worker = _roll_in_thread(held, log.roll)  # the segment below offset 4
+    monkeypatch.setattr(os, "fsync", held.real)  # the truncation's own fsyncs go through
+    assert log.truncate_to(2)
+    log.append(make_batch(3))  # back above the rolled segment's end, unflushed
+    assert log.log_end_offset == 5
+    held.release.set()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert log.recovery_point <= 2
+    log.close()
+
+
+def test_close_during_the_rolled_fsync_flushes_everything(tmp_path, monkeypatch):
+    """A close while the rolled segment's fsync runs does not wait for it: it flushes
+    everything itself and writes the full recovery point."""
+    path = tmp_path / "t-0"
+    log = PartitionLog(path, LogConfig(), clock=Clock(), fsync=True)
+    fill(log, 2)
+    held = _HeldFsync(os.fsync)
+    monkeypatch.setattr(os, "fsync", held)
+    worker = _roll_in_thread(held, log.roll)
+    monkeypatch.setattr(os, "fsync", held.real)
+    fill(log, 1)  # into the new active segment
+    log.close()
+    held.release.set()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert (path / CLEAN_SHUTDOWN_FILE).exists()
+    with open(path / RECOVERY_POINT_CHECKPOINT) as f:
+        assert f.read() == "0\n1\nt 0 6\n"
 
 
 def test_clean_shutdown_marker(tmp_path):
