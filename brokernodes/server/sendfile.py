@@ -197,11 +197,14 @@ class SliceResponse(web.StreamResponse):
         """aiohttp's way: headers through its writer, then the body."""
         if self.prepared:
             return await super().prepare(request)
-        writer = await super().prepare(request)
-        transport = request.transport
-        if transport is None:
-            self._close_files()
-            raise ConnectionResetError("client went away")
+        try:
+            writer = await super().prepare(request)
+            transport = request.transport
+            if transport is None:
+                raise ConnectionResetError("client went away")
+        except BaseException:
+            self._close_files()  # now, not when a traceback cycle lets go of this response
+            raise
         await self._send_body(transport, super().write)
         return writer
 
