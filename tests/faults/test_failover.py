@@ -132,7 +132,13 @@ def test_paused_leader_is_fenced(cluster: FaultCluster, report) -> None:
 
 def test_both_followers_stopped(cluster: FaultCluster, report) -> None:
     """Scenario 3: stop both followers: NOT_ENOUGH_REPLICAS, the high watermark frozen,
-    no acknowledgement until they return."""
+    nothing sent after the stop acknowledged until they return.
+
+    A record one follower had already fetched when it stopped may still be acknowledged
+    during the stop: if the other follower leaves the ISR first, the leader and the
+    caught-up follower are min.insync.replicas and the high watermark passes the record
+    (Kafka's semantics; it is on two replicas). CI saw that once for the record sent at the
+    moment of the stop."""
     run = Run(cluster, "stop-followers")
     time.sleep(PHASE_S)
     leader = cluster.wait_leader(run.topic)
@@ -145,14 +151,17 @@ def test_both_followers_stopped(cluster: FaultCluster, report) -> None:
     time.sleep(2 * PHASE_S)
     hw_after = hw_of(cluster, run.topic)
     resumed_at = time.monotonic()
-    late = run.history.acks_between(stopped_at + 1.0, resumed_at)
+    during = run.history.acks_between(stopped_at, resumed_at)
+    late = [v for v in during if run.history.attempts[v] >= stopped_at]
+    above = [v for v in during if run.history.acks[v][1] >= hw_after]
     for b in followers:
         cluster.resume(b)
     cluster.wait_isr(run.topic, 3, timeout=30)
     time.sleep(PHASE_S)
     verdict = run.finish()
     assert hw_before == hw_after, (hw_before, hw_after)
-    assert not late, f"{len(late)} acknowledgements while the followers were stopped"
+    assert not late, f"{len(late)} records sent after the stop acknowledged during it: {late}"
+    assert not above, f"acknowledged at or above the frozen high watermark: {above}"
     failures = list(run.history.failures.values())
     report(verdict, hw_frozen_at=hw_after, failed_deliveries=len(failures))
 
