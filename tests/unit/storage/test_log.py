@@ -470,7 +470,7 @@ def _roll_in_thread(held, roll, *args):
 
 
 def test_a_rolled_segment_is_fsynced_without_holding_the_log(tmp_path, monkeypatch):
-    """Reads, list offsets and retention planning go on while an append that rolled the log
+    """Reads and timestamp lookups go on while an append that rolled the log
     fsyncs the old segment (up to a segment of dirty pages); the append returns after it and
     the recovery point then passes the rolled segment."""
     size = len(make_batch(2))
