@@ -323,24 +323,30 @@ class AsyncConsumer:
         records = self._take(limit)
         if records:
             return records
-        # one timer that wakes the wait at the deadline (no timeout scope per wait)
+        # One timer ends the wait (no timeout scope per wait). The loop ends when the timer
+        # has fired, not when the clock says the deadline has passed: uvloop's timers have
+        # millisecond resolution and may fire just before it, and a clock test would then
+        # wait again with no timer left to wake it.
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0.0, timeout)
         data = self._data
-        timer = None
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            data.set()
+
+        timer = loop.call_later(max(0.0, timeout), expire)
         try:
-            while not self._closed and loop.time() < deadline:
+            while not self._closed and not expired:
                 data.clear()
-                if timer is None:
-                    timer = loop.call_at(deadline, data.set)
                 await data.wait()
                 records = self._take(limit)
                 if records:
                     return records
             return []
         finally:
-            if timer is not None:
-                timer.cancel()
+            timer.cancel()
 
     def __aiter__(self) -> AsyncConsumer:
         return self

@@ -115,6 +115,33 @@ def test_default_reset_latest_waits_for_new_records():
     assert [r.offset for r in run(main())] == [5, 6, 7]
 
 
+class EarlyTimerLoop(asyncio.SelectorEventLoop):
+    """Fires every timer 1 ms before its time, as uvloop's millisecond timers may."""
+
+    def call_at(self, when, callback, *args, context=None):
+        return super().call_at(when - 0.001, callback, *args, context=context)
+
+
+def test_poll_returns_at_its_timeout_when_the_timer_fires_early():
+    # A poll that woke from its timer just before the deadline used to wait again with no
+    # timer left: `sluice bench e2e` on uvloop hung in its last poll about one run in 15.
+    fake = FakeTransport({"t": 1})
+
+    async def main():
+        async with consumer(fake) as c:
+            c.assign([TP])
+            await c.seek_to_end()
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            for _ in range(20):
+                assert await c.poll(0.01) == []
+            return loop.time() - started
+
+    with asyncio.Runner(loop_factory=EarlyTimerLoop) as runner:
+        waited = runner.run(asyncio.wait_for(main(), 10.0))
+    assert 0.15 <= waited < 5.0
+
+
 def test_out_of_range_resets_per_policy():
     fake = FakeTransport({"t": 1})
 
