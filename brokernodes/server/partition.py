@@ -369,8 +369,9 @@ class Partition:
     # --- append (leader) ---------------------------------------------------------------
 
     def _may_block(self, nbytes: int, headers: list[BatchHeader]) -> bool:
-        """Could this append fsync (flush policy), roll a segment (which fsyncs the old
-        one), or copy so much into the page cache that the loop would stall?"""
+        """Could this append fsync (flush policy), roll a segment (new files; the old
+        one's fsync is a flusher thread's), or copy so much into the page cache that the
+        loop would stall?"""
         if nbytes >= THREAD_APPEND_BYTES:
             return True
         c = self.log.config

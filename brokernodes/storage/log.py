@@ -27,7 +27,8 @@ that cannot be fixed raises ``KafkaStorageError``; corrupt checkpoint files are 
 Thread-safety: safe for concurrent use. One ``threading.RLock`` serialises every public
 method, so the server may append from its event loop while a thread pool serves reads; each
 call holds the lock only for header work and index lookups (``flush`` and segment deletion
-also hold it over their fsyncs/unlinks). ``FileSlice``s returned are immutable and usable
+also hold it over their fsyncs/unlinks; a rolled segment is fsynced by a ``flusher`` thread
+without it). ``FileSlice``s returned are immutable and usable
 from any thread, but see ``files.FileSlice`` on slices outliving retention or truncation.
 The segments, indexes and ``LogSegments`` inside are not thread-safe themselves.
 """
@@ -40,6 +41,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from brokernodes.errors import (
@@ -57,6 +59,7 @@ from brokernodes.records.header import (
     set_partition_leader_epoch,
     validate_batch,
 )
+from brokernodes.storage import flusher
 from brokernodes.storage.checkpoint import (
     CheckpointFile,
     TopicPartitionOffset,
@@ -183,6 +186,9 @@ class PartitionLog:
         self._tail: tuple[int, int, bytes] | None = None
         self._rolled_to = 0  # the next offset of the last rolled segment (``_sync_rolled``)
         self._truncations = 0  # counts cuts of the log end, for ``_sync_rolled``
+        self._rolled_flush_queued = False  # a flusher job for this log has not started yet
+        self._rolled_flush: Future[None] | None = None  # the last flusher job submitted
+        self._flush_error: KafkaStorageError | None = None  # a background fsync failed
         self.topic, self.partition = _topic_partition(self.directory)
         try:
             os.makedirs(self.directory, exist_ok=True)
@@ -364,6 +370,8 @@ class PartitionLog:
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaStorageError(f"partition log {self.directory} is closed")
+        if self._flush_error is not None:
+            raise self._flush_error
 
     # --- append ------------------------------------------------------------------------------
 
@@ -396,7 +404,7 @@ class PartitionLog:
             info = self._append_prepared(prepared, leader_epoch, now)
             rolled = self._rolled_to > self._recovery_point
         if rolled:
-            self._sync_rolled()
+            self._schedule_rolled_flush()
         return info
 
     def _append_single_batch(
@@ -654,7 +662,7 @@ class PartitionLog:
             if self._active.size == 0:
                 return self._active
             new = self._roll(self._log_end_offset)
-        self._sync_rolled()
+        self._schedule_rolled_flush()
         return new
 
     def _roll(self, base_offset: int) -> LogSegment:
@@ -668,17 +676,47 @@ class PartitionLog:
             )
         new = self._new_segment(base_offset)
         self._segments.add(new)
-        # The rolled segment is fsynced once the lock is released (``_sync_rolled``, before
-        # the roll's caller returns): an fsync of up to a segment of dirty pages would
-        # otherwise stall every reader of this log, and with it the broker's event loop.
+        # The rolled segment is fsynced by a flusher thread (``_schedule_rolled_flush``): an
+        # fsync of up to a segment of dirty pages would otherwise stall the append that
+        # rolled (and, under the lock, every reader of this log and the broker's loop).
         self._rolled_to = max(self._rolled_to, old.next_offset)
         return new
 
+    def _schedule_rolled_flush(self) -> None:
+        """Have a flusher thread fsync the rolled segments (``flusher``; Kafka's ``flush-log``
+        task), unless a job for this log is queued and not yet started: that one will see
+        this roll. A job that has started may have read ``_rolled_to`` before this roll, so
+        it does not count."""
+        with self._lock:
+            if self._closed or self._rolled_flush_queued:
+                return
+            self._rolled_flush_queued = True
+            self._rolled_flush = flusher.submit(self._rolled_flush_job)
+
+    def _rolled_flush_job(self) -> None:
+        with self._lock:
+            self._rolled_flush_queued = False  # a roll from now on queues another job
+        try:
+            self._sync_rolled()
+        except KafkaStorageError as e:
+            # Kafka takes the log directory offline; here the log refuses every call from
+            # now on (the partition reports KAFKA_STORAGE_ERROR) until it is reopened,
+            # which recovers from the recovery point
+            logger.error("%s; the log is offline", e)
+            with self._lock:
+                self._flush_error = KafkaStorageError(f"{e}; the log is offline")
+
+    def wait_for_rolled_flush(self, timeout: float | None = None) -> None:
+        """Wait until the rolled segments' last scheduled fsync is done (tests, tools)."""
+        with self._lock:
+            job = self._rolled_flush
+        if job is not None:
+            job.result(timeout)
+
     def _sync_rolled(self) -> None:
         """fsync the segments below the last roll without holding the log's lock, then
-        advance the recovery point past them (so recovery after a crash stays within the
-        active segment). Kafka flushes a rolled segment asynchronously; this does it before
-        the append that rolled returns, but lets reads, retention and the rest go on.
+        advance the recovery point past them (a flusher thread runs this after the append
+        that rolled has returned; reads, appends, retention and the rest go on meanwhile).
 
         A truncation meanwhile (the log cut below what was synced) leaves the recovery point
         alone; a close meanwhile flushes everything itself."""

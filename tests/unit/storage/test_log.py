@@ -436,7 +436,8 @@ def test_recovery_point_checkpoint_and_roll_flush(tmp_path):
     size = len(make_batch(2))
     log = open_log(tmp_path / "t-0", segment_bytes=2 * size)
     fill(log, 3)
-    assert log.recovery_point == 4  # the rolled segment was flushed
+    log.wait_for_rolled_flush(10)
+    assert log.recovery_point == 4  # the rolled segment was flushed (by a flusher thread)
     log.flush()
     assert log.recovery_point == 6
     with open(tmp_path / "t-0" / RECOVERY_POINT_CHECKPOINT) as f:
@@ -460,19 +461,17 @@ class _HeldFsync:
         self.real(fd)
 
 
-def _roll_in_thread(held, roll, *args):
-    """Run ``roll(*args)`` (which rolls the log) in a thread; return the thread once its
-    fsync of the rolled segment is under way."""
-    worker = threading.Thread(target=roll, args=args)
-    worker.start()
+def _roll_and_hold(held, roll, *args):
+    """Call ``roll(*args)`` (which rolls the log): it returns without waiting for the fsync
+    of the rolled segment, which a flusher thread starts (and ``held`` holds)."""
+    roll(*args)
     assert held.started.wait(10), "the rolled segment was not fsynced"
-    return worker
 
 
-def test_a_rolled_segment_is_fsynced_without_holding_the_log(tmp_path, monkeypatch):
-    """Reads and timestamp lookups go on while an append that rolled the log
-    fsyncs the old segment (up to a segment of dirty pages); the append returns after it and
-    the recovery point then passes the rolled segment."""
+def test_a_rolled_segment_is_fsynced_in_the_background(tmp_path, monkeypatch):
+    """The append that rolled the log returns at once, and appends, reads and timestamp
+    lookups go on while a flusher thread fsyncs the old segment (up to a segment of dirty
+    pages); the recovery point passes the rolled segment once that fsync is done."""
     size = len(make_batch(2))
     log = PartitionLog(
         tmp_path / "t-0", LogConfig(segment_bytes=2 * size), clock=Clock(), fsync=True
@@ -480,21 +479,49 @@ def test_a_rolled_segment_is_fsynced_without_holding_the_log(tmp_path, monkeypat
     fill(log, 2)  # one full segment
     held = _HeldFsync(os.fsync)
     monkeypatch.setattr(os, "fsync", held)
-    worker = _roll_in_thread(held, log.append, make_batch(2))
+    _roll_and_hold(held, log.append, make_batch(2))
     done = []
-    reader = threading.Thread(
-        target=lambda: done.append((log.read(0, 1 << 20).size, log.offset_for_timestamp(-1)))
+    worker = threading.Thread(
+        target=lambda: done.append(
+            (
+                log.append(make_batch(1)).first_offset,
+                log.read(0, 1 << 20).size,
+                log.offset_for_timestamp(-1),
+            )
+        )
     )
-    reader.start()
-    reader.join(5)
-    assert done, "a read waited for the rolled segment's fsync"
+    worker.start()
+    worker.join(5)
+    assert done and done[0][0] == 6, "the log waited for the rolled segment's fsync"
     assert log.recovery_point == 0  # not yet: the fsync is not done
     held.release.set()
-    worker.join(10)
-    assert not worker.is_alive()
+    log.wait_for_rolled_flush(10)
     assert log.recovery_point == 4  # the rolled segment's end
     assert len(held.fds) == 3  # the log file and its two indexes
     log.close()
+
+
+def test_a_failed_background_fsync_takes_the_log_offline(tmp_path, monkeypatch):
+    """Kafka takes the log directory offline when a flush fails: the log refuses every call
+    after it with KafkaStorageError, and the recovery point stays before the segment."""
+    size = len(make_batch(2))
+    log = PartitionLog(
+        tmp_path / "t-0", LogConfig(segment_bytes=2 * size), clock=Clock(), fsync=True
+    )
+    fill(log, 2)
+
+    def failing_fsync(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    log.append(make_batch(2))  # rolls; the append itself succeeds
+    log.wait_for_rolled_flush(10)
+    assert log.recovery_point == 0
+    with pytest.raises(KafkaStorageError, match="offline"):
+        log.append(make_batch(1))
+    with pytest.raises(KafkaStorageError, match="offline"):
+        log.read(0, 1 << 20)
+    log.close_without_flush()
 
 
 def test_a_truncation_during_the_rolled_fsync_keeps_the_recovery_point(tmp_path, monkeypatch):
@@ -504,33 +531,32 @@ def test_a_truncation_during_the_rolled_fsync_keeps_the_recovery_point(tmp_path,
     fill(log, 2)
     held = _HeldFsync(os.fsync)
     monkeypatch.setattr(os, "fsync", held)
-    worker = _roll_in_thread(held, log.roll)  # the segment below offset 4
+    _roll_and_hold(held, log.roll)  # the segment below offset 4
     monkeypatch.setattr(os, "fsync", held.real)  # the truncation's own fsyncs go through
     assert log.truncate_to(2)
     log.append(make_batch(3))  # back above the rolled segment's end, unflushed
     assert log.log_end_offset == 5
     held.release.set()
-    worker.join(10)
-    assert not worker.is_alive()
+    log.wait_for_rolled_flush(10)
     assert log.recovery_point <= 2
     log.close()
 
 
 def test_close_during_the_rolled_fsync_flushes_everything(tmp_path, monkeypatch):
     """A close while the rolled segment's fsync runs does not wait for it: it flushes
-    everything itself and writes the full recovery point."""
+    everything itself and writes the full recovery point, which the flusher job finishing
+    later does not change."""
     path = tmp_path / "t-0"
     log = PartitionLog(path, LogConfig(), clock=Clock(), fsync=True)
     fill(log, 2)
     held = _HeldFsync(os.fsync)
     monkeypatch.setattr(os, "fsync", held)
-    worker = _roll_in_thread(held, log.roll)
+    _roll_and_hold(held, log.roll)
     monkeypatch.setattr(os, "fsync", held.real)
     fill(log, 1)  # into the new active segment
     log.close()
     held.release.set()
-    worker.join(10)
-    assert not worker.is_alive()
+    log.wait_for_rolled_flush(10)
     assert (path / CLEAN_SHUTDOWN_FILE).exists()
     with open(path / RECOVERY_POINT_CHECKPOINT) as f:
         assert f.read() == "0\n1\nt 0 6\n"
