@@ -26,10 +26,11 @@ that cannot be fixed raises ``KafkaStorageError``; corrupt checkpoint files are 
 
 Thread-safety: safe for concurrent use. One ``threading.RLock`` serialises every public
 method, so the server may append from its event loop while a thread pool serves reads; each
-call holds the lock only for header work and index lookups (``flush`` and segment deletion
-also hold it over their fsyncs/unlinks; a rolled segment is fsynced by a ``flusher`` thread
-without it). ``FileSlice``s returned are immutable and usable
-from any thread, but see ``files.FileSlice`` on slices outliving retention or truncation.
+call holds the lock only for header work and index lookups (segment deletion and ``close``
+also hold it over their unlinks/fsyncs; flushes fsync duplicated file descriptors without
+it, and a rolled segment is fsynced by a ``flusher`` thread). ``FileSlice``s returned are
+immutable and usable from any thread, but see ``files.FileSlice`` on slices outliving
+retention or truncation.
 The segments, indexes and ``LogSegments`` inside are not thread-safe themselves.
 """
 
@@ -187,6 +188,8 @@ class PartitionLog:
         self._rolled_to = 0  # the next offset of the last rolled segment (``_sync_rolled``)
         self._truncations = 0  # counts cuts of the log end, for ``_sync_rolled``
         self._rolled_flush_queued = False  # a flusher job for this log has not started yet
+        self._flush_due: int | None = None  # set by a policy flush due in an append
+        self._rolled_now = False  # set by ``_roll`` for the append that rolled
         self._rolled_flush: Future[None] | None = None  # the last flusher job submitted
         self._flush_error: KafkaStorageError | None = None  # a background fsync failed
         self.topic, self.partition = _topic_partition(self.directory)
@@ -396,15 +399,18 @@ class PartitionLog:
         with self._lock:
             self._check_open()
             now = self._clock() if now_ms is None else now_ms
-            if assign_offsets:
-                info = self._append_single_batch(records, leader_epoch, now)
-                if info is not None:
-                    return info
-            prepared = self._validate(records, assign_offsets, leader_epoch)
-            info = self._append_prepared(prepared, leader_epoch, now)
-            rolled = self._rolled_to > self._recovery_point
+            info = self._append_single_batch(records, leader_epoch, now) if assign_offsets else None
+            if info is None:
+                prepared = self._validate(records, assign_offsets, leader_epoch)
+                info = self._append_prepared(prepared, leader_epoch, now)
+            flush_to, self._flush_due = self._flush_due, None
+            rolled, self._rolled_now = self._rolled_now, False
         if rolled:
             self._schedule_rolled_flush()
+        if flush_to is not None:
+            # flush.messages / flush.ms: this append returns once it is on disk, but the
+            # fsync runs without the lock (readers of the log, and the loop, do not wait)
+            self._fsync_to(flush_to, now, checkpoint="policy")
         return info
 
     def _append_single_batch(
@@ -459,7 +465,8 @@ class PartitionLog:
             last + 1 - self._recovery_point >= c.flush_messages
             or now - self._last_flush_ms >= c.flush_ms
         ):
-            self._flush(last + 1, now)
+            self._flush_due = last + 1
+            self._last_flush_ms = now
         return AppendInfo(
             first_offset=base,
             last_offset=last,
@@ -577,7 +584,8 @@ class PartitionLog:
             self._log_end_offset - self._recovery_point >= c.flush_messages
             or now - self._last_flush_ms >= c.flush_ms
         ):
-            self._flush(self._log_end_offset, now)
+            self._flush_due = self._log_end_offset
+            self._last_flush_ms = now
         return info
 
     def _remember_tail(self, base_offset: int, written: bytearray | memoryview) -> None:
@@ -662,6 +670,7 @@ class PartitionLog:
             if self._active.size == 0:
                 return self._active
             new = self._roll(self._log_end_offset)
+            self._rolled_now = False
         self._schedule_rolled_flush()
         return new
 
@@ -680,6 +689,7 @@ class PartitionLog:
         # fsync of up to a segment of dirty pages would otherwise stall the append that
         # rolled (and, under the lock, every reader of this log and the broker's loop).
         self._rolled_to = max(self._rolled_to, old.next_offset)
+        self._rolled_now = True
         return new
 
     def _schedule_rolled_flush(self) -> None:
@@ -714,64 +724,92 @@ class PartitionLog:
             job.result(timeout)
 
     def _sync_rolled(self) -> None:
-        """fsync the segments below the last roll without holding the log's lock, then
-        advance the recovery point past them (a flusher thread runs this after the append
-        that rolled has returned; reads, appends, retention and the rest go on meanwhile).
-
-        A truncation meanwhile (the log cut below what was synced) leaves the recovery point
-        alone; a close meanwhile flushes everything itself."""
+        """fsync the segments below the last roll and advance the recovery point past them
+        (a flusher thread runs this after the append that rolled has returned)."""
         with self._lock:
             target = self._rolled_to
-            if self._closed or target <= self._recovery_point:
+        self._fsync_to(target, checkpoint="never", what="a rolled segment")
+
+    def _fsync_to(
+        self,
+        target: int,
+        now: int | None = None,
+        *,
+        checkpoint: str,
+        what: str = "the log",
+    ) -> None:
+        """fsync everything below ``target`` without holding the log's lock (Kafka's
+        ``LocalLog.flush`` does not hold it either), then advance the recovery point to it.
+
+        The files are duplicated under the lock (a close or a deletion meanwhile cannot
+        pull them away) and fsynced after it is released: reads, appends, retention and the
+        broker's loop go on meanwhile. A truncation meanwhile (the log cut below ``target``,
+        which this fsync may not cover any more) leaves the recovery point alone; a close
+        meanwhile flushes everything itself. ``checkpoint``: write the recovery-point
+        checkpoint ``"always"`` (explicit flush), at most every checkpoint interval
+        (``"policy"``), or ``"never"`` (rolled segments)."""
+        with self._lock:
+            if self._closed:
                 return
+            target = min(target, self._log_end_offset)
             truncations = self._truncations
             fds: list[int] = []
-            try:
-                for seg in self._segments.from_floor(self._recovery_point):
-                    if seg.base_offset >= target:
-                        break
-                    fds.extend(seg.dup_files())
-            except OSError as e:
-                close_fds(fds)
-                raise KafkaStorageError(f"cannot flush {self.directory}: {e}") from e
+            if target > self._recovery_point:
+                try:
+                    for seg in self._segments.from_floor(self._recovery_point):
+                        if seg.base_offset >= target:
+                            break
+                        fds.extend(seg.dup_files())
+                except OSError as e:
+                    close_fds(fds)
+                    raise KafkaStorageError(f"cannot flush {self.directory}: {e}") from e
         try:
             for fd in fds:
                 os.fsync(fd)
         except OSError as e:
-            raise KafkaStorageError(
-                f"cannot fsync a rolled segment of {self.directory}: {e}"
-            ) from e
+            raise KafkaStorageError(f"cannot fsync {what} of {self.directory}: {e}") from e
         finally:
             close_fds(fds)
         with self._lock:
+            if self._closed:
+                return
             if (
-                not self._closed
-                and truncations == self._truncations
+                truncations == self._truncations
                 and self._recovery_point < target <= self._log_end_offset
             ):
                 self._recovery_point = target
+            now = self._clock() if now is None else now
+            if checkpoint == "always" or (
+                checkpoint == "policy"
+                and now - self._last_checkpoint_ms >= self._checkpoint_interval_ms
+            ):
+                self._checkpoint_recovery_point(now)
 
     # --- flush -------------------------------------------------------------------------------
 
     def flush(self, offset: int | None = None) -> None:
         """fsync everything below ``offset`` (default: the log end), advance the recovery
         point and write the recovery-point checkpoint (policy-driven flushes throttle that
-        write, see the class docstring; an explicit flush does not)."""
+        write, see the class docstring; an explicit flush does not). The fsync runs without
+        the log's lock (``_fsync_to``)."""
         with self._lock:
             self._check_open()
             now = self._clock()
-            self._flush(self._log_end_offset if offset is None else offset, now)
-            self._checkpoint_recovery_point(now)
+            self._last_flush_ms = now
+            target = self._log_end_offset if offset is None else offset
+        self._fsync_to(target, now, checkpoint="always")
 
     def maybe_flush(self, now_ms: int | None = None) -> bool:
         """The ``flush.ms`` ticker: flush if ``flush.ms`` passed since the last flush."""
         with self._lock:
             self._check_open()
             now = self._clock() if now_ms is None else now_ms
-            if now - self._last_flush_ms >= self._config.flush_ms:
-                self._flush(self._log_end_offset, now)
-                return True
-            return False
+            if now - self._last_flush_ms < self._config.flush_ms:
+                return False
+            self._last_flush_ms = now
+            target = self._log_end_offset
+        self._fsync_to(target, now, checkpoint="policy")
+        return True
 
     def _flush_segments(self, from_offset: int, to_offset: int | None = None) -> None:
         for seg in self._segments.from_floor(from_offset):
@@ -779,15 +817,12 @@ class PartitionLog:
                 break
             seg.flush()
 
-    def _flush(self, offset: int, now: int, *, write_checkpoint: bool = True) -> None:
-        offset = min(offset, self._log_end_offset)
-        self._last_flush_ms = now
-        if offset <= self._recovery_point:
-            return
-        self._flush_segments(self._recovery_point, offset)
-        self._recovery_point = offset
-        if write_checkpoint and now - self._last_checkpoint_ms >= self._checkpoint_interval_ms:
-            self._checkpoint_recovery_point(now)
+    def _flush_all_locked(self) -> None:
+        """fsync everything above the recovery point under the lock (``close`` only: nothing
+        may append or read meanwhile)."""
+        if self._log_end_offset > self._recovery_point:
+            self._flush_segments(self._recovery_point, self._log_end_offset)
+            self._recovery_point = self._log_end_offset
 
     def _checkpoint_recovery_point(self, now: int | None = None) -> None:
         self._write_offset(self._rp_file, self._recovery_point)
@@ -1088,7 +1123,7 @@ class PartitionLog:
             if self._closed:
                 return
             try:
-                self._flush(self._log_end_offset, self._clock(), write_checkpoint=False)
+                self._flush_all_locked()
                 for seg in self._segments:
                     seg.close()
                 self._checkpoint_recovery_point()

@@ -501,6 +501,44 @@ def test_a_rolled_segment_is_fsynced_in_the_background(tmp_path, monkeypatch):
     log.close()
 
 
+@pytest.mark.parametrize("flush", ["flush.messages", "explicit"])
+def test_a_flush_fsyncs_without_holding_the_log(tmp_path, monkeypatch, flush):
+    """An append under flush.messages=1 (and an explicit flush) returns once its data is
+    on disk, but the fsync runs without the log's lock: reads and timestamp lookups (on the
+    broker's event loop) do not wait for it; the recovery point passes the data after it."""
+    messages = 1 if flush == "flush.messages" else LogConfig().flush_messages
+    log = PartitionLog(
+        tmp_path / "t-0", LogConfig(flush_messages=messages), clock=Clock(), fsync=True
+    )
+    fill(log, 2)
+    if flush == "explicit":
+        log.flush()
+    assert log.recovery_point == 4
+    held = _HeldFsync(os.fsync)
+    monkeypatch.setattr(os, "fsync", held)
+    if flush == "explicit":
+        log.append(make_batch(2))
+        worker = threading.Thread(target=log.flush)
+    else:
+        worker = threading.Thread(target=log.append, args=(make_batch(2),))
+    worker.start()
+    assert held.started.wait(10), "nothing was fsynced"
+    done = []
+    reader = threading.Thread(
+        target=lambda: done.append((log.read(0, 1 << 20).size, log.offset_for_timestamp(-1)))
+    )
+    reader.start()
+    reader.join(5)
+    assert done, "a read waited for the fsync"
+    assert worker.is_alive()  # the append or flush waits for its fsync
+    assert log.recovery_point == 4
+    held.release.set()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert log.recovery_point == 6
+    log.close()
+
+
 def test_a_failed_background_fsync_takes_the_log_offline(tmp_path, monkeypatch):
     """Kafka takes the log directory offline when a flush fails: the log refuses every call
     after it with KafkaStorageError, and the recovery point stays before the segment."""
