@@ -713,8 +713,10 @@ class PartitionLog:
             # now on (the partition reports KAFKA_STORAGE_ERROR) until it is reopened,
             # which recovers from the recovery point
             logger.error("%s; the log is offline", e)
+            offline = KafkaStorageError(f"{e}; the log is offline")
+            offline.__cause__ = e.__cause__  # the OSError: the broker's disk-failure check
             with self._lock:
-                self._flush_error = KafkaStorageError(f"{e}; the log is offline")
+                self._flush_error = offline
 
     def wait_for_rolled_flush(self, timeout: float | None = None) -> None:
         """Wait until the rolled segments' last scheduled fsync is done (tests, tools)."""

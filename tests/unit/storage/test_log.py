@@ -19,6 +19,7 @@ from brokernodes.errors import (
 from brokernodes.records import batch as records_batch
 from brokernodes.records.compression import Compression
 from brokernodes.records.header import read_header
+from brokernodes.server.partition import is_disk_failure
 from brokernodes.storage.config import LogConfig
 from brokernodes.storage.log import (
     CLEAN_SHUTDOWN_FILE,
@@ -555,8 +556,9 @@ def test_a_failed_background_fsync_takes_the_log_offline(tmp_path, monkeypatch):
     log.append(make_batch(2))  # rolls; the append itself succeeds
     log.wait_for_rolled_flush(10)
     assert log.recovery_point == 0
-    with pytest.raises(KafkaStorageError, match="offline"):
+    with pytest.raises(KafkaStorageError, match="offline") as failed:
         log.append(make_batch(1))
+    assert is_disk_failure(failed.value)  # so the broker takes its log directory offline
     with pytest.raises(KafkaStorageError, match="offline"):
         log.read(0, 1 << 20)
     log.close_without_flush()
