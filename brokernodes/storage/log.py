@@ -709,14 +709,7 @@ class PartitionLog:
         try:
             self._sync_rolled()
         except KafkaStorageError as e:
-            # Kafka takes the log directory offline; here the log refuses every call from
-            # now on (the partition reports KAFKA_STORAGE_ERROR) until it is reopened,
-            # which recovers from the recovery point
-            logger.error("%s; the log is offline", e)
-            offline = KafkaStorageError(f"{e}; the log is offline")
-            offline.__cause__ = e.__cause__  # the OSError: the broker's disk-failure check
-            with self._lock:
-                self._flush_error = offline
+            logger.error("%s", e)  # the log is offline now (``_fsync_to``)
 
     def wait_for_rolled_flush(self, timeout: float | None = None) -> None:
         """Wait until the rolled segments' last scheduled fsync is done (tests, tools)."""
@@ -769,7 +762,17 @@ class PartitionLog:
             for fd in fds:
                 os.fsync(fd)
         except OSError as e:
-            raise KafkaStorageError(f"cannot fsync {what} of {self.directory}: {e}") from e
+            # Kafka takes the log directory offline. After a failed fsync the kernel may
+            # have dropped the dirty pages, and a retry could succeed without writing them,
+            # so the log refuses every call from now on (KAFKA_STORAGE_ERROR, the OSError as
+            # its cause for the broker's disk-failure check) until it is reopened, which
+            # recovers from the recovery point.
+            offline = KafkaStorageError(
+                f"cannot fsync {what} of {self.directory}: {e}; the log is offline"
+            )
+            with self._lock:
+                self._flush_error = self._flush_error or offline
+            raise offline from e
         finally:
             close_fds(fds)
         with self._lock:
