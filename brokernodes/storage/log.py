@@ -701,7 +701,12 @@ class PartitionLog:
             if self._closed or self._rolled_flush_queued:
                 return
             self._rolled_flush_queued = True
-            self._rolled_flush = flusher.submit(self._rolled_flush_job)
+            try:
+                self._rolled_flush = flusher.submit(self._rolled_flush_job)
+                return
+            except RuntimeError:  # the interpreter is shutting down: no new threads
+                pass
+        self._rolled_flush_job()
 
     def _rolled_flush_job(self) -> None:
         with self._lock:
@@ -1126,6 +1131,12 @@ class PartitionLog:
         files and write the ``.clean_shutdown`` marker (so the next open skips recovery)."""
         with self._lock:
             if self._closed:
+                return
+            if self._flush_error is not None:
+                # An fsync failed: what is on disk is not known, so no recovery point
+                # checkpoint and no clean-shutdown marker (the next open recovers)
+                logger.error("closing %s without a flush: %s", self.directory, self._flush_error)
+                self.close_without_flush()
                 return
             try:
                 self._flush_all_locked()

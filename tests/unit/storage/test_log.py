@@ -567,7 +567,15 @@ def test_a_failed_fsync_takes_the_log_offline(tmp_path, monkeypatch, flush):
     assert is_disk_failure(failed.value)  # so the broker takes its log directory offline
     with pytest.raises(KafkaStorageError, match="offline"):
         log.read(0, 1 << 20)
-    log.close_without_flush()
+    monkeypatch.undo()  # the disk works again; the log still is not trusted
+    log.close()
+    path = tmp_path / "t-0"
+    assert not (path / CLEAN_SHUTDOWN_FILE).exists()  # so the next open recovers
+    with open(path / RECOVERY_POINT_CHECKPOINT) as f:
+        assert int(f.read().split()[-1]) <= start
+    reopened = PartitionLog(path, config, clock=Clock(), fsync=True)
+    assert reopened.log_end_offset == 6  # recovery validated what the page cache kept
+    reopened.close()
 
 
 def test_a_truncation_during_the_rolled_fsync_keeps_the_recovery_point(tmp_path, monkeypatch):
