@@ -135,6 +135,11 @@ class Partition:
         # called once a write fails because of the disk (the replica manager takes the log
         # directory offline)
         self.on_disk_failure: Callable[[Partition, BaseException], None] | None = None
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # built outside a loop: a failed background fsync is then
+            self._loop = None  # noticed at the next append
+        log.on_offline = self._log_offline
         self._append_lock = asyncio.Lock()
         # waiters, one future each: HW moved (consumers), LEO moved (replica fetches), HW /
         # ISR / role changed (acks=all)
@@ -505,6 +510,13 @@ class Partition:
     def _storage_failed(self, error: KafkaStorageError) -> None:
         if is_disk_failure(error) and self.on_disk_failure is not None:
             self.on_disk_failure(self, error)
+
+    def _log_offline(self, error: KafkaStorageError) -> None:
+        """From a flusher thread: the fsync of a rolled segment failed and the log is
+        offline; the broker hears of it now (on its loop), not at the next append."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._storage_failed, error)
 
     def _update_producer_state(self, headers: list[BatchHeader], info: AppendInfo) -> None:
         base = info.first_offset

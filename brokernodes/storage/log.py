@@ -192,6 +192,8 @@ class PartitionLog:
         self._rolled_now = False  # set by ``_roll`` for the append that rolled
         self._rolled_flush: Future[None] | None = None  # the last flusher job submitted
         self._flush_error: KafkaStorageError | None = None  # a background fsync failed
+        # told (from the flusher thread) when a background fsync took the log offline
+        self.on_offline: Callable[[KafkaStorageError], None] | None = None
         self.topic, self.partition = _topic_partition(self.directory)
         try:
             os.makedirs(self.directory, exist_ok=True)
@@ -715,6 +717,8 @@ class PartitionLog:
             self._sync_rolled()
         except KafkaStorageError as e:
             logger.error("%s", e)  # the log is offline now (``_fsync_to``)
+            if self.on_offline is not None:
+                self.on_offline(e)
 
     def wait_for_rolled_flush(self, timeout: float | None = None) -> None:
         """Wait until the rolled segments' last scheduled fsync is done (tests, tools)."""

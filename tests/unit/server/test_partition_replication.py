@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import time
 
 import pytest
@@ -25,6 +26,9 @@ from brokernodes.server.metadata import PartitionInfo, parse_metadata
 from brokernodes.server.partition import Partition, is_disk_failure
 from brokernodes.server.replication_errors import FencedLeaderEpochError, UnknownLeaderEpochError
 from brokernodes.server.scrubber import find_corruption
+from brokernodes.storage.config import LogConfig
+from brokernodes.storage.log import PartitionLog
+from brokernodes.storage.producer_state import ProducerStateManager
 
 
 def info(leader=1, epoch=0, isr=(1, 2, 3), partition_epoch=0) -> PartitionInfo:
@@ -257,6 +261,39 @@ def test_a_disk_failure_is_told_from_other_storage_errors():
     assert is_disk_failure(wrapped(OSError(errno.EFBIG, "File too large")))
     assert not is_disk_failure(wrapped(OSError(errno.ENOENT, "gone")))
     assert not is_disk_failure(wrapped(None))
+
+
+def test_a_failed_background_fsync_reaches_the_broker_at_once(tmp_path, monkeypatch):
+    """A rolled segment's fsync fails in the flusher thread: the partition tells the
+    broker's disk-failure handler on its loop, without waiting for another append."""
+
+    async def scenario():
+        pinfo = info()
+        size = len(batch("a"))
+        log = PartitionLog(str(tmp_path / "t-0"), LogConfig(segment_bytes=2 * size), fsync=True)
+        p = Partition(pinfo, log, 1, ProducerStateManager(), min_insync_replicas=1)
+        told: list[BaseException] = []
+        heard = asyncio.Event()
+
+        def on_disk_failure(partition, error):
+            told.append(error)
+            heard.set()
+
+        p.on_disk_failure = on_disk_failure
+
+        def failing_fsync(fd):
+            raise OSError(errno.EIO, "Input/output error")
+
+        await p.append_as_leader(batch("a"), acks=1)
+        await p.append_as_leader(batch("b"), acks=1)
+        monkeypatch.setattr(os, "fsync", failing_fsync)
+        await p.append_as_leader(batch("c"), acks=1)  # rolls; its flush fails in the background
+        await asyncio.wait_for(heard.wait(), 5)
+        assert is_disk_failure(told[0]) and "offline" in str(told[0])
+        monkeypatch.undo()
+        log.close()
+
+    run(scenario())
 
 
 def test_the_high_watermark_survives_a_restart(tmp_path):
