@@ -26,9 +26,17 @@ _pool_lock = threading.Lock()
 
 
 def submit(job: Callable[[], None]) -> Future[None]:
-    """Run ``job`` on a flusher thread (started on first use); its future."""
+    """Run ``job`` on a flusher thread (started on first use); its future. While the
+    interpreter shuts down no thread can start, and ``job`` runs in the caller instead."""
     global _pool
     with _pool_lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(FLUSHER_THREADS, thread_name_prefix="sluice-log-flusher")
-        return _pool.submit(job)
+        pool = _pool
+    try:
+        return pool.submit(job)
+    except RuntimeError:  # "cannot schedule new futures after interpreter shutdown"
+        done: Future[None] = Future()
+        job()
+        done.set_result(None)
+        return done

@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Literal
 
 from brokernodes.errors import (
     InvalidRecordError,
@@ -703,12 +704,7 @@ class PartitionLog:
             if self._closed or self._rolled_flush_queued:
                 return
             self._rolled_flush_queued = True
-            try:
-                self._rolled_flush = flusher.submit(self._rolled_flush_job)
-                return
-            except RuntimeError:  # the interpreter is shutting down: no new threads
-                pass
-        self._rolled_flush_job()
+            self._rolled_flush = flusher.submit(self._rolled_flush_job)
 
     def _rolled_flush_job(self) -> None:
         with self._lock:
@@ -739,7 +735,7 @@ class PartitionLog:
         target: int,
         now: int | None = None,
         *,
-        checkpoint: str,
+        checkpoint: Literal["always", "policy", "never"],
         what: str = "the log",
     ) -> None:
         """fsync everything below ``target`` without holding the log's lock (Kafka's
