@@ -14,7 +14,7 @@ Every figure is measured in the same run as its peer (../shared/BENCH.md):
 - ``fetch.zero_copy.mb_per_s``: binary fetches of a page-cached partition by one consumer.
   Peer: raw ``os.sendfile`` of the same segment file to a loopback socket.
 - ``fetch.zero_copy.broker_cpu_s_per_gib``: the broker's own CPU seconds per GiB served by
-  the sendfile path, beside the same broker forced to read + copy.
+  the sendfile path, beside a second broker forced to read + copy; passes alternate.
 - ``e2e.p99_ms``: producer send to consumer receipt at a steady 10k records/s, the SDK's
   low-latency recipe, after a warm-up that opens the streams. Peer: Redis XADD to XREAD
   BLOCK at the same rate, in alternating rounds; the median round's p99 on each side.
@@ -402,46 +402,55 @@ def run(quick: bool = False) -> list[Metric]:
     return metrics
 
 
-def _cpu_s_per_gib(broker: BrokerProcess, passes: int, max_bytes: int) -> float:
-    """The broker's CPU seconds per GiB over ``passes`` whole reads of the partition. CPU
-    time comes in clock ticks of 10 ms, so one quick pass (about 70 ms of CPU) would read
-    +-15 % off; several passes make the tick small beside the total."""
+def _fetch_pass(broker: BrokerProcess, max_bytes: int) -> tuple[int, float, float]:
+    """One whole read of the partition: (bytes, seconds, the broker's CPU seconds)."""
     before = cpu_seconds(broker.pid)
-    served = sum(_fetch_all_raw(broker, "fetch", max_bytes)[0] for _ in range(passes))
-    return (cpu_seconds(broker.pid) - before) / (served / 1024**3)
+    got, elapsed = _fetch_all_raw(broker, "fetch", max_bytes)
+    return got, elapsed, cpu_seconds(broker.pid) - before
 
 
 def _fetch_metrics(base: Path, broker: BrokerProcess, quick: bool) -> list[Metric]:
+    """Rounds of three passes each: the raw sendfile peer, the broker (MiB/s and CPU), and a
+    second broker on a copy of the partition forced to read + copy (CPU). Alternating puts
+    every side on the machine in the same state: measured one side after the other, this
+    shared machine's drift moved the CPU ratio by tens of percent between runs. CPU time
+    comes in 10 ms clock ticks (a quick pass is about 70 ms of CPU), so each side's CPU is
+    summed over all its passes."""
     total = (256 if quick else 1024) * 1024 * 1024
-    cpu_passes = 8 if quick else 3
+    rounds = 8 if quick else FETCH_ROUNDS
     written = _fill(broker, "fetch", total)
     segment = sorted((broker.data_dir / "fetch-0").glob("*.log"))[0]
     max_bytes = 1024 * 1024
-    # Warm the page cache, then measure: alternating passes of the raw peer and the broker
-    # (each pass of a quick run is about 0.1 s, so one stall moves a single pass a lot),
-    # the median pass of each side.
-    _fetch_all_raw(broker, "fetch", max_bytes)
-    rates: list[float] = []
-    raws: list[float] = []
-    for _ in range(FETCH_ROUNDS):
-        raws.append(_raw_sendfile_mb_per_s(str(segment), max_bytes))
-        got, elapsed = _fetch_all_raw(broker, "fetch", max_bytes)
-        assert got == written, f"fetched {got} bytes of {written}"
-        rates.append(got / (1024 * 1024) / elapsed)
-    send_cpu_per_gib = _cpu_s_per_gib(broker, cpu_passes, max_bytes)
-    mib = got / (1024 * 1024)
     copy_broker = start_broker(
         base / "b-copy", {"fetch": (1, {})}, extra_args=["--fetch-path", "copy"]
     )
+    rates: list[float] = []
+    raws: list[float] = []
+    send_cpu = copy_cpu = 0.0
+    send_bytes = copy_bytes = 0
     try:
-        shutil.rmtree(copy_broker.data_dir / "fetch-0", ignore_errors=True)
         copy_broker.stop()
+        shutil.rmtree(copy_broker.data_dir / "fetch-0", ignore_errors=True)
         shutil.copytree(broker.data_dir / "fetch-0", copy_broker.data_dir / "fetch-0")
         copy_broker.start()
+        _fetch_all_raw(broker, "fetch", max_bytes)  # warm the page cache and both brokers
         _fetch_all_raw(copy_broker, "fetch", max_bytes)
-        copy_cpu_per_gib = _cpu_s_per_gib(copy_broker, cpu_passes, max_bytes)
+        for _ in range(rounds):
+            raws.append(_raw_sendfile_mb_per_s(str(segment), max_bytes))
+            got, elapsed, cpu = _fetch_pass(broker, max_bytes)
+            assert got == written, f"fetched {got} bytes of {written}"
+            rates.append(got / (1024 * 1024) / elapsed)
+            send_cpu += cpu
+            send_bytes += got
+            got, _, cpu = _fetch_pass(copy_broker, max_bytes)
+            assert got == written, f"the copying broker fetched {got} bytes of {written}"
+            copy_cpu += cpu
+            copy_bytes += got
     finally:
         copy_broker.stop()
+    send_cpu_per_gib = send_cpu / (send_bytes / 1024**3)
+    copy_cpu_per_gib = copy_cpu / (copy_bytes / 1024**3)
+    mib = written / (1024 * 1024)
     return [
         Metric(
             name="fetch.zero_copy.mb_per_s",
@@ -452,7 +461,7 @@ def _fetch_metrics(base: Path, broker: BrokerProcess, quick: bool) -> list[Metri
                 f"binary fetch of a page-cached {mib:.0f} MiB partition by one "
                 f"consumer (a bare keep-alive HTTP/1.1 client reading with recv_into, "
                 f"as the peer's reader does), max_bytes 1 MiB per fetch; median of "
-                f"{FETCH_ROUNDS} passes alternating with the peer's (MiB/s: "
+                f"{rounds} passes alternating with the peer's (MiB/s: "
                 + ", ".join(f"{a:.0f} vs {b:.0f}" for a, b in zip(rates, raws, strict=True))
                 + ")"
             ),
@@ -469,9 +478,12 @@ def _fetch_metrics(base: Path, broker: BrokerProcess, quick: bool) -> list[Metri
             better="lower",
             workload=(
                 f"broker process CPU (utime+stime) while serving the {mib:.0f} MiB partition "
-                f"{cpu_passes} times over (the fetch client above)"
+                f"{rounds} times over (the fetch client above), summed over its passes"
             ),
-            peer="the same endpoint on a broker started with --fetch-path copy, as many times",
+            peer=(
+                "the same endpoint on a broker started with --fetch-path copy, as many "
+                "passes, each right after the zero-copy broker's"
+            ),
             peer_value=round(copy_cpu_per_gib, 3),
             target_ratio=0.7,
         ),
