@@ -11,7 +11,8 @@ Every figure is measured in the same run as its peer (../shared/BENCH.md):
   of each side.
 - ``produce.json_rest.records_per_s``: v3 ``records:batch`` JSON, 100 records per request,
   concurrent clients. Peer: redis-py pipelined XADD.
-- ``fetch.zero_copy.mb_per_s``: binary fetches of a page-cached partition by one consumer.
+- ``fetch.zero_copy.mb_per_s``: binary fetches of a page-cached partition by one consumer
+  that sends its next fetch when a response's head arrives (``Sluice-Next-Offset``).
   Peer: raw ``os.sendfile`` of the same segment file to a loopback socket.
 - ``fetch.zero_copy.broker_cpu_s_per_gib``: the broker's own CPU seconds per GiB served by
   the sendfile path, beside a second broker forced to read + copy; passes alternate.
@@ -225,24 +226,36 @@ def _fill(broker: BrokerProcess, topic: str, total_bytes: int) -> int:
     return (count // 64) * 64 * len(batch)
 
 
-def _fetch_all_raw(broker: BrokerProcess, topic: str, max_bytes: int) -> tuple[int, float]:
+def _fetch_all_raw(
+    broker: BrokerProcess, topic: str, max_bytes: int, *, pipelined: bool = True
+) -> tuple[int, float]:
     """Fetch partition 0 from offset 0 to its end; (bytes received, seconds).
 
     A bare keep-alive HTTP/1.1 client on a socket reading into one buffer (``recv_into``):
     the same client-side cost as the raw sendfile peer's reader, so the ratio compares what
-    the broker serves rather than two clients."""
+    the broker serves rather than two clients. ``pipelined``: the next fetch is sent as soon
+    as a response's head arrives, from its ``Sluice-Next-Offset`` header, so the broker
+    serves it while this side reads the body (at most two fetches outstanding, as a
+    consumer that knows where it goes on would); otherwise each fetch waits for the last
+    one's body. Either way every body is walked to its last batch and checked against the
+    header."""
     auth = broker.headers["Authorization"]
     body = memoryview(bytearray(max_bytes + (1 << 20)))
-    received = offset = 0
+    received = 0
+
+    def request(offset: int) -> bytes:
+        return (
+            f"GET /sluice/v1/topics/{topic}/partitions/0/batches?offset={offset}"
+            f"&max_bytes={max_bytes} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: {auth}\r\n\r\n"
+        ).encode()
+
     with socket.create_connection(("127.0.0.1", broker.port)) as sock:
         start = time.perf_counter()
+        sock.sendall(request(0))
+        carry = b""  # bytes read past the last body (the head read may overrun a short body)
         while True:
-            sock.sendall(
-                f"GET /sluice/v1/topics/{topic}/partitions/0/batches?offset={offset}"
-                f"&max_bytes={max_bytes} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                f"Authorization: {auth}\r\n\r\n".encode()
-            )
-            head = b""
+            head = carry
             while b"\r\n\r\n" not in head:
                 chunk = sock.recv(65536)
                 if not chunk:
@@ -255,19 +268,25 @@ def _fetch_all_raw(broker: BrokerProcess, topic: str, max_bytes: int) -> tuple[i
             fields = {k.lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:])}
             length = int(fields["content-length"])
             hw = int(fields["sluice-high-watermark"])
-            n = len(rest)
-            body[:n] = rest
+            next_offset = int(fields["sluice-next-offset"])
+            more = length > 0 and next_offset < hw
+            if more and pipelined:
+                sock.sendall(request(next_offset))
+            n = min(len(rest), length)
+            body[:n] = rest[:n]
+            carry = rest[n:]
             while n < length:
                 got = sock.recv_into(body[n:length])
                 if not got:
                     raise RuntimeError("the broker closed the connection mid-body")
                 n += got
-            if length == 0:
-                break
             received += length
-            offset = _next_offset(body[:length])
-            if offset >= hw:
+            if length and _next_offset(body[:length]) != next_offset:
+                raise RuntimeError(f"Sluice-Next-Offset {next_offset} does not follow the body")
+            if not more:
                 break
+            if not pipelined:
+                sock.sendall(request(next_offset))
         return received, time.perf_counter() - start
 
 
@@ -426,6 +445,7 @@ def _fetch_metrics(base: Path, broker: BrokerProcess, quick: bool) -> list[Metri
     )
     rates: list[float] = []
     raws: list[float] = []
+    serial: list[float] = []  # one fetch outstanding at a time, for comparison
     send_cpu = copy_cpu = 0.0
     send_bytes = copy_bytes = 0
     try:
@@ -446,6 +466,8 @@ def _fetch_metrics(base: Path, broker: BrokerProcess, quick: bool) -> list[Metri
             assert got == written, f"the copying broker fetched {got} bytes of {written}"
             copy_cpu += cpu
             copy_bytes += got
+            got, elapsed = _fetch_all_raw(broker, "fetch", max_bytes, pipelined=False)
+            serial.append(got / (1024 * 1024) / elapsed)
     finally:
         copy_broker.stop()
     send_cpu_per_gib = send_cpu / (send_bytes / 1024**3)
@@ -460,10 +482,12 @@ def _fetch_metrics(base: Path, broker: BrokerProcess, quick: bool) -> list[Metri
             workload=(
                 f"binary fetch of a page-cached {mib:.0f} MiB partition by one "
                 f"consumer (a bare keep-alive HTTP/1.1 client reading with recv_into, "
-                f"as the peer's reader does), max_bytes 1 MiB per fetch; median of "
+                f"as the peer's reader does), max_bytes 1 MiB per fetch, the next fetch "
+                f"sent when a response's head arrives (its Sluice-Next-Offset); median of "
                 f"{rounds} passes alternating with the peer's (MiB/s: "
                 + ", ".join(f"{a:.0f} vs {b:.0f}" for a, b in zip(rates, raws, strict=True))
-                + ")"
+                + f"); with one fetch outstanding at a time (each waiting for the last "
+                f"body) {statistics.median(serial):.0f} MiB/s, median of as many passes"
             ),
             peer=(
                 "raw os.sendfile of the segment file to a loopback socket, 1 MiB calls; median pass"

@@ -119,6 +119,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
                 "Sluice-High-Watermark": str(data.high_watermark),
                 "Sluice-Log-Start-Offset": str(data.log_start_offset),
                 "Sluice-Log-End-Offset": str(data.log_end_offset),
+                "Sluice-Next-Offset": str(data.next_offset),
             },
             on_sent=None if replica else partial(broker.metrics.record_out, topic),
             label=f"{topic}-{p}",

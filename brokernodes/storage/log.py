@@ -116,6 +116,10 @@ class FetchData:
     log_start_offset: int
     log_end_offset: int
     first_batch_base_offset: int | None = None
+    # Where the next fetch goes on: past every batch returned, at or before the first batch
+    # left out (the fetch offset when nothing is returned). A client reads it without
+    # walking the batches, so it can send its next fetch before this one's body arrives.
+    next_offset: int = -1
 
     @property
     def size(self) -> int:
@@ -894,6 +898,7 @@ class PartitionLog:
             slices: list[FileSlice] = []
             remaining = max_bytes
             first_base = None
+            next_offset = offset
             for seg in self._segments.from_floor(offset):
                 if seg.base_offset >= limit_offset or offset >= limit_offset:
                     break
@@ -915,9 +920,11 @@ class PartitionLog:
                     if slices or not min_one_batch:
                         break
                     length = first_size
+                    next_offset = first.base_offset + first.last_offset_delta + 1
                 else:
                     limit = min(start_pos + remaining, end_pos)
-                    length = seg.last_boundary_at_or_before(limit, start_pos) - start_pos
+                    boundary, next_offset = seg.last_boundary_at_or_before(limit, start_pos)
+                    length = boundary - start_pos
                 if first_base is None:
                     first_base = first.base_offset
                 slices.append(FileSlice(seg.log_path, start_pos, length))
@@ -932,6 +939,7 @@ class PartitionLog:
                 log_start_offset=start,
                 log_end_offset=end,
                 first_batch_base_offset=first_base,
+                next_offset=next_offset,
             )
 
     def offset_for_timestamp(

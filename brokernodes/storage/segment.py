@@ -204,22 +204,21 @@ class LogSegment:
             raise KafkaStorageError(str(e)) from e
         return None
 
-    def last_boundary_at_or_before(self, limit: int, start: int) -> int:
-        """The largest batch end in ``[start, limit]`` (``start`` itself if none fits)."""
+    def last_boundary_at_or_before(self, limit: int, start: int) -> tuple[int, int]:
+        """The largest batch end in ``[start, limit]`` (``start`` itself if none fits), and
+        the offset there: the base offset of the batch that starts at it (the segment's
+        next offset at its end). ``start`` must be a batch boundary."""
         if limit >= self.size:
-            return self.size
+            return self.size, self.next_offset
         _, pos = self.offset_index.lookup_by_position(limit)
         pos = max(pos, start)
-        boundary = pos
         try:
             for h in self.iter_headers(pos):
-                end = h.position + h.batch_length + LOG_OVERHEAD
-                if end > limit:
-                    break
-                boundary = end
+                if h.position + h.batch_length + LOG_OVERHEAD > limit:
+                    return h.position, h.base_offset  # batches are contiguous: h starts there
         except CorruptRecordError as e:
             raise KafkaStorageError(str(e)) from e
-        return boundary
+        return self.size, self.next_offset  # unreachable: the batch holding limit ends past it
 
     def find_by_timestamp(self, timestamp: int, min_offset: int = 0) -> BatchHeader | None:
         """The first batch whose max timestamp is >= ``timestamp`` (and whose last offset is

@@ -39,6 +39,7 @@ def test_binary_produce_of_several_batches_and_exact_fetch(broker):
     assert headers["Sluice-High-Watermark"] == "12"
     assert headers["Sluice-Log-Start-Offset"] == "0"
     assert headers["Sluice-Log-End-Offset"] == "12"
+    assert headers["Sluice-Next-Offset"] == "12"
     # exactly the appended bytes, base offsets rewritten and the leader epoch (0) set
     expected = b"".join(
         batch(
@@ -50,12 +51,17 @@ def test_binary_produce_of_several_batches_and_exact_fetch(broker):
     # from an offset inside a batch: whole batches from the one holding it
     status, _, body = fetch_binary(broker, "events", 0, 6)
     assert [h.base_offset for h in headers_of(body)] == [4, 9]
-    # max_bytes: at least one whole batch, never a partial one
-    status, _, body = fetch_binary(broker, "events", 0, 0, max_bytes=10)
+    # max_bytes: at least one whole batch, never a partial one; the next offset follows it
+    status, headers, body = fetch_binary(broker, "events", 0, 0, max_bytes=10)
     assert [h.base_offset for h in headers_of(body)] == [0]
-    # at the end: empty body
-    status, _, body = fetch_binary(broker, "events", 0, 12)
-    assert (status, body) == (200, b"")
+    assert headers["Sluice-Next-Offset"] == "1"
+    two = len(bodies[1]) + len(bodies[2])
+    status, headers, body = fetch_binary(broker, "events", 0, 2, max_bytes=two)
+    assert [h.base_offset for h in headers_of(body)] == [1, 4]
+    assert headers["Sluice-Next-Offset"] == "9"
+    # at the end: empty body, the next offset is the one asked for
+    status, headers, body = fetch_binary(broker, "events", 0, 12)
+    assert (status, body, headers["Sluice-Next-Offset"]) == (200, b"", "12")
 
 
 def test_copy_fetch_path_serves_the_same_bytes(broker_factory):
@@ -74,8 +80,13 @@ def test_large_fetch_across_segments(broker):
         sent.extend(values)
         assert produce_binary(broker, "small", 0, batch(values))[0] == 200
     assert [v for _, v in fetch_all_values(broker, "small", 0)] == sent
-    _status, _, body = fetch_binary(broker, "small", 0, 0, max_bytes=1 << 20)
+    _status, headers, body = fetch_binary(broker, "small", 0, 0, max_bytes=1 << 20)
     assert len(headers_of(body)) == 20
+    assert headers["Sluice-Next-Offset"] == "60"
+    # a fetch cut by max_bytes inside a later segment goes on where it stopped
+    _status, headers, body = fetch_binary(broker, "small", 0, 7, max_bytes=5 * len(body) // 20)
+    assert [h.base_offset for h in headers_of(body)] == [6, 9, 12, 15, 18]
+    assert headers["Sluice-Next-Offset"] == "21"
     assert len(list(broker.data_dir.joinpath("small-0").glob("*.log"))) > 2
 
 

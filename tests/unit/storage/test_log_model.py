@@ -114,8 +114,17 @@ class LogModel(RuleBasedStateMachine):
             total += len(b)
             if total >= max_bytes:
                 break
-        got = self.log.read(offset, max_bytes, max_offset=max_offset).read_bytes()
+        data = self.log.read(offset, max_bytes, max_offset=max_offset)
+        got = data.read_bytes()
         assert got == b"".join(expected)
+        # next_offset: a fetch from it starts at the batch right after those returned
+        if not expected:
+            assert data.next_offset == offset
+        else:
+            visible = self.visible()
+            after = visible[visible.index(expected[-1]) + 1 :]
+            assert data.next_offset > read_header(expected[-1]).last_offset
+            assert data.next_offset <= (read_header(after[0]).last_offset if after else self.end)
         tail = self.log.read_tail(offset, max_bytes, max_offset=max_offset)
         assert tail is None or tail == got
 

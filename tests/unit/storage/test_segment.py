@@ -74,9 +74,12 @@ def test_translate_offset_and_boundaries(tmp_path):
         assert h.position == (offset - 100) // 3 * size
     assert seg.translate_offset(190) is None
     assert seg.translate_offset(0).base_offset == 100
-    assert seg.last_boundary_at_or_before(5 * size + 3, 0) == 5 * size
-    assert seg.last_boundary_at_or_before(10**9, 0) == seg.size
-    assert seg.last_boundary_at_or_before(size - 1, 0) == 0
+    # (position, the offset there): batches of 3 records from offset 100
+    assert seg.last_boundary_at_or_before(5 * size + 3, 0) == (5 * size, 115)
+    assert seg.last_boundary_at_or_before(5 * size, 0) == (5 * size, 115)
+    assert seg.last_boundary_at_or_before(10**9, 0) == (seg.size, 190)
+    assert seg.last_boundary_at_or_before(size - 1, 0) == (0, 100)
+    assert seg.last_boundary_at_or_before(3 * size - 1, size) == (2 * size, 106)
     seg.close()
 
 
