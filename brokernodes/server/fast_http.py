@@ -265,6 +265,10 @@ class FastHttpProtocol(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None  # the keep-alive timeout
         self._body_deadline: asyncio.TimerHandle | None = None
         self._last_active = 0.0
+        self._out: list[bytes] = []  # answers held back while pipelined requests follow
+        self._flush_scheduled = False
+        self._task: asyncio.Task[None] | None = None  # serving the current request
+        self._started = False  # ... and has begun running
 
     # --- asyncio.Protocol --------------------------------------------------------------
 
@@ -356,8 +360,9 @@ class FastHttpProtocol(asyncio.Protocol):
         body = buf[start : start + length]
         del buf[: start + length]
         self.busy = True
+        self._started = False
         handler = method_path[2][0].handler
-        asyncio.get_running_loop().create_task(
+        self._task = asyncio.get_running_loop().create_task(
             self._serve(method_path, headers, body, close, handler)
         )
 
@@ -419,6 +424,7 @@ class FastHttpProtocol(asyncio.Protocol):
         return (path, query_string, matched), CIMultiDictProxy(headers), length, close
 
     async def _serve(self, method_path, headers, body, close: bool, handler: Handler) -> None:
+        self._started = True
         path, query_string, (route, match_info) = method_path
         request = FastRequest(
             route.method, path, query_string, match_info, headers, body, self.transport, self.remote
@@ -437,6 +443,7 @@ class FastHttpProtocol(asyncio.Protocol):
         if self.closing:
             return
         if isinstance(resp, SliceResponse):
+            self._flush_out()
             try:
                 whole = await resp.send_over(self.transport, data, self._write)  # type: ignore[arg-type]
             except ConnectionError:
@@ -447,8 +454,10 @@ class FastHttpProtocol(asyncio.Protocol):
             if not whole:
                 self._close()
                 return
+        elif self.buf and not close:
+            self._out.append(data)  # written with the next answer, or at the loop's next turn
         else:
-            self.transport.write(data)  # type: ignore[union-attr]
+            self._flush_out(data)
         self.busy = False
         self._last_active = asyncio.get_running_loop().time()
         if close:
@@ -459,6 +468,34 @@ class FastHttpProtocol(asyncio.Protocol):
             self.transport.resume_reading()  # type: ignore[union-attr]
         if self.buf:
             self._next()
+        if self._out and not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        """Held answers go out once the request after them has run as far as it can at
+        once: if it waits (a long poll, an fsync), they are not held behind it."""
+        task = self._task
+        if self.busy and not self._started and task is not None and not task.done():
+            asyncio.get_running_loop().call_soon(self._flush_soon)  # its task runs first
+            return
+        self._flush_scheduled = False
+        self._flush_out()
+
+    def _flush_out(self, data: bytes = b"") -> None:
+        """Write the held-back answers (and ``data``) in one write.
+
+        Answers to pipelined requests (several in one read, as a pipelining client sends
+        them) are held while the next request is served and go out together: one write, one
+        TCP push and one wake-up of the client for the lot, as Redis answers a pipeline."""
+        out = self._out
+        if out:
+            out.append(data)
+            data = b"".join(out)
+            out.clear()
+        transport = self.transport
+        if data and transport is not None and not transport.is_closing():
+            transport.write(data)
 
     # --- handing off, timers, closing --------------------------------------------------
 
@@ -466,6 +503,7 @@ class FastHttpProtocol(asyncio.Protocol):
         """aiohttp takes the connection, with everything read so far."""
         if self.closing or self.transport is None:
             return
+        self._flush_out()
         self.closing = True
         self.server.connections.discard(self)
         self._cancel_timers()
@@ -521,6 +559,7 @@ class FastHttpProtocol(asyncio.Protocol):
             self._close()
 
     def _close(self) -> None:
+        self._flush_out()  # answers already made still go out
         self.closing = True
         self.server.connections.discard(self)
         if self.transport is not None and not self.transport.is_closing():
