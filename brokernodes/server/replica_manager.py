@@ -279,13 +279,14 @@ class ReplicaManager:
         follower's log end offset: HW and ISR follow), reads past the HW and long-polls on
         the log end offset."""
         p = self.get_partition(topic, partition)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max_wait_ms / 1000
+        # no loop lookup without a wait (3.11's get_running_loop makes a getpid syscall)
+        loop = asyncio.get_running_loop() if max_wait_ms > 0 else None
+        deadline = loop.time() + max_wait_ms / 1000 if loop is not None else 0.0
         if replica_id is not None:
             p.on_replica_fetch(replica_id, offset, current_leader_epoch, broker_epoch)
             while True:
                 data = p.read(offset, max_bytes, replica_id=replica_id)
-                remaining = deadline - loop.time()
+                remaining = deadline - loop.time() if loop is not None else 0.0
                 if data.size > 0 or remaining <= 0 or p.closed or not p.is_leader:
                     return data
                 await p.wait_for_append(remaining)
@@ -300,7 +301,7 @@ class ReplicaManager:
                     "log_end_offset": p.log.log_end_offset,
                 }
                 raise
-            remaining = deadline - loop.time()
+            remaining = deadline - loop.time() if loop is not None else 0.0
             if data.size >= min_bytes or remaining <= 0 or p.closed:
                 return data
             await p.wait_for_data(remaining)

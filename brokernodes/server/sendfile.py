@@ -96,7 +96,6 @@ async def send_zero_copy(transport: asyncio.Transport, slices: list[OpenSlice]) 
     if transport.is_closing():
         raise ConnectionResetError("client went away")
     sock_fd = transport.get_extra_info("socket").fileno()
-    loop = asyncio.get_running_loop()
     await _wait_buffer_empty(transport)
     sent = 0
     wait_fd = -1
@@ -109,7 +108,7 @@ async def send_zero_copy(transport: asyncio.Transport, slices: list[OpenSlice]) 
                 except BlockingIOError:
                     if wait_fd < 0:
                         wait_fd = os.dup(sock_fd)
-                    await _wait_writable(loop, wait_fd)
+                    await _wait_writable(asyncio.get_running_loop(), wait_fd)
                     if transport.is_closing():
                         raise ConnectionResetError("client went away") from None
                     continue
