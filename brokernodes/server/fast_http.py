@@ -19,7 +19,7 @@ its segment file slices (``sendfile``, or copied with flow control). The first r
 is anything else, or anything this parser is unsure of, hands the connection with every
 byte read so far to a fresh aiohttp ``RequestHandler``, which then owns it for good.
 Requests on a connection are answered in order, one at a time (pipelined ones wait in the
-buffer).
+buffer); the answers to requests read together are written together (``_flush_out``).
 """
 
 from __future__ import annotations
@@ -456,7 +456,7 @@ class FastHttpProtocol(asyncio.Protocol):
                 self._close()
                 return
         elif self.buf and not close:
-            self._out.append(data)  # written with the next answer, or at the loop's next turn
+            self._out.append(data)  # written with the next answer (see _flush_soon)
         else:
             self._flush_out(data)
         self.busy = False
