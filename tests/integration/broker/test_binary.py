@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 
@@ -87,6 +88,72 @@ def test_large_fetch_across_segments(broker):
     _status, headers, body = fetch_binary(broker, "small", 0, 7, max_bytes=5 * len(body) // 20)
     assert [h.base_offset for h in headers_of(body)] == [6, 9, 12, 15, 18]
     assert headers["Sluice-Next-Offset"] == "21"
+    assert len(list(broker.data_dir.joinpath("small-0").glob("*.log"))) > 2
+
+
+class _Reader:
+    """Reads HTTP/1.1 answers off one socket: a head, then exactly a body's bytes."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+
+    def _fill(self) -> None:
+        chunk = self.sock.recv(65536)
+        assert chunk, "the broker closed the connection"
+        self.buf += chunk
+
+    def head(self) -> dict[str, str]:
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        assert lines[0].startswith("HTTP/1.1 200"), lines[0]
+        return {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:])}
+
+    def body(self, length: int) -> bytes:
+        while len(self.buf) < length:
+            self._fill()
+        body, self.buf = self.buf[:length], self.buf[length:]
+        return body
+
+
+def test_a_consumer_pipelines_its_fetches_with_the_next_offset_header(broker):
+    """The next fetch is sent as soon as an answer's head arrives, from its
+    Sluice-Next-Offset, before that answer's body is read: every record arrives once, in
+    order, across segment files, and each header agrees with its body."""
+    sent = []
+    for i in range(30):
+        values = [b"%03d-%d-%s" % (i, j, b"v" * 200) for j in range(3)]
+        sent.extend(values)
+        assert produce_binary(broker, "small", 0, batch(values))[0] == 200
+    auth = broker.headers["Authorization"]
+
+    def request(offset: int) -> bytes:
+        return (
+            f"GET /sluice/v1/topics/small/partitions/0/batches?offset={offset}&max_bytes=2000 "
+            f"HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n\r\n"
+        ).encode()
+
+    got, fetches = [], 0
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        reader = _Reader(sock)
+        sock.sendall(request(0))
+        for _ in range(100):
+            headers = reader.head()
+            fetches += 1
+            next_offset = int(headers["sluice-next-offset"])
+            more = next_offset < int(headers["sluice-high-watermark"])
+            if more:
+                sock.sendall(request(next_offset))  # before this answer's body is read
+            body = reader.body(int(headers["content-length"]))
+            batches = decode_batches(body)
+            assert batches and batches[-1].header.next_offset == next_offset
+            got.extend(r.value for b in batches for r in b.records)
+            if not more:
+                break
+    assert got == sent
+    assert fetches >= 10  # 2000-byte fetches of ~700-byte batches
     assert len(list(broker.data_dir.joinpath("small-0").glob("*.log"))) > 2
 
 
