@@ -190,8 +190,8 @@ class PartitionLog:
         # The last append's batches, (base offset, next offset, bytes), when small: see
         # ``read_tail``
         self._tail: tuple[int, int, bytes] | None = None
-        self._rolled_to = 0  # the next offset of the last rolled segment (``_sync_rolled``)
-        self._truncations = 0  # counts cuts of the log end, for ``_sync_rolled``
+        self._rolled_to = 0  # the next offset of the last rolled segment (flusher jobs)
+        self._truncations = 0  # counts cuts of the log end, for ``_fsync_to``
         self._rolled_flush_queued = False  # a flusher job for this log has not started yet
         self._flush_due: int | None = None  # set by a policy flush due in an append
         self._rolled_now = False  # set by ``_roll`` for the append that rolled
@@ -711,10 +711,13 @@ class PartitionLog:
             self._rolled_flush = flusher.submit(self._rolled_flush_job)
 
     def _rolled_flush_job(self) -> None:
+        """On a flusher thread: fsync the segments below the last roll and advance the
+        recovery point past them."""
         with self._lock:
             self._rolled_flush_queued = False  # a roll from now on queues another job
+            target = self._rolled_to
         try:
-            self._sync_rolled()
+            self._fsync_to(target, checkpoint="never", what="a rolled segment")
         except KafkaStorageError as e:
             logger.error("%s", e)  # the log is offline now (``_fsync_to``)
             if self.on_offline is not None:
@@ -726,13 +729,6 @@ class PartitionLog:
             job = self._rolled_flush
         if job is not None:
             job.result(timeout)
-
-    def _sync_rolled(self) -> None:
-        """fsync the segments below the last roll and advance the recovery point past them
-        (a flusher thread runs this after the append that rolled has returned)."""
-        with self._lock:
-            target = self._rolled_to
-        self._fsync_to(target, checkpoint="never", what="a rolled segment")
 
     def _fsync_to(
         self,

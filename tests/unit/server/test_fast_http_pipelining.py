@@ -36,10 +36,10 @@ class RecordingTransport(asyncio.Transport):
         return default
 
     def pause_reading(self) -> None:
-        pass
+        """Read flow control is not under test: every request is fed by the test."""
 
     def resume_reading(self) -> None:
-        pass
+        """See ``pause_reading``."""
 
 
 async def _produce(request) -> web.Response:
