@@ -156,13 +156,20 @@ def implied_allow_operations(operation: Operation) -> frozenset[Operation]:
 
 @lru_cache(maxsize=4096)
 def _canonical_host(host: str) -> str:
-    """``*`` or the canonical text of an IP address (so ``::1`` equals ``0:0:0:0:0:0:0:1``)."""
+    """``*`` or the canonical text of an IP address (so ``::1`` equals ``0:0:0:0:0:0:0:1``).
+
+    An IPv4-mapped IPv6 address (``::ffff:127.0.0.1``, what a dual-stack socket reports for
+    an IPv4 client) is the IPv4 address it maps: a binding for either form applies to both.
+    """
     if host == WILDCARD_HOST:
         return host
     try:
-        return ipaddress.ip_address(host).compressed
+        address = ipaddress.ip_address(host)
     except ValueError:
         return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.compressed
+    return address.compressed
 
 
 class InvalidAclError(ValueError):
@@ -214,8 +221,12 @@ def validate_binding(
         ptype_name, _, pname = principal.partition(":")
         if not ptype_name or not pname:
             err("principal", "must be 'Type:name' with a non-empty type and name.")
-        elif pname == "*" and principal != WILDCARD_PRINCIPAL:
-            err("principal", f"the only wildcard principal is {WILDCARD_PRINCIPAL!r}.")
+        elif "*" in pname and principal != WILDCARD_PRINCIPAL:
+            err(
+                "principal",
+                f"the only wildcard principal is {WILDCARD_PRINCIPAL!r}; a name may not "
+                "contain '*' (principals match literally, not as patterns).",
+            )
 
     if not isinstance(host, str) or not host:
         err("host", "must be '*' or an IP address.")
