@@ -1,7 +1,8 @@
 """The live tail: a Channels WebSocket the browser opens at ``/ws/console/tail``.
 
-- Authenticated by the Django session (``AuthMiddlewareStack``); the Origin is checked by
-  ``AllowedHostsOriginValidator`` in ``backend/asgi.py`` before this runs.
+- Authenticated by the Django session (``AuthMiddlewareStack``); the Origin's host is checked
+  by ``AllowedHostsOriginValidator`` in ``backend/asgi.py``, then here exactly (scheme, host
+  and port: ``backend.console.origins``), so another port of the same host is refused.
 - Tenant-scoped: the organisation is the one selected in the session (else the user's only
   membership), and the topic is looked up in it; any role may tail (it is a read).
 - Upstream it opens the partition leader's ``/sluice/v1/ws/consume`` stream with the
@@ -17,8 +18,8 @@
   the account or the organisation deactivated close the tail with the reason.
 
 Close codes to the browser: 4401 not signed in, 4400 bad query, 4404 no such topic or
-partition, 4403 console key disabled, 4410 access ended while open (the reason comes first in
-a ``closed`` message), 4502 the broker failed or went away.
+partition, 4403 another origin or the console key disabled, 4410 access ended while open (the
+reason comes first in a ``closed`` message), 4502 the broker failed or went away.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from urllib.parse import parse_qs, urlencode
 import aiohttp
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
+from backend.console.origins import origin_allowed
 from backend.core.exceptions import ApplicationError
 
 logger = logging.getLogger(__name__)
@@ -90,6 +93,9 @@ class LiveTailConsumer(AsyncJsonWebsocketConsumer):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
+            return
+        if not origin_allowed(self.scope, settings.CSRF_TRUSTED_ORIGINS):
+            await self.close(code=4403)
             return
         query = parse_qs(self.scope.get("query_string", b"").decode())
         topic = (query.get("topic") or [""])[0]
