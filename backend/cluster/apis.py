@@ -53,9 +53,21 @@ class BrokerHeartbeatApi(InternalAPIView):
         broker_id = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
         metadata_version = serializers.IntegerField(min_value=0, required=False, default=0)
         broker_epoch = serializers.IntegerField(required=False, allow_null=True, default=None)
+        replica_logs = serializers.ListField(
+            child=serializers.DictField(), required=False, default=list, max_length=100_000
+        )
+
+    class ReplicaLogSerializer(StrictSerializer):
+        """The broker's log of a partition it sees offline (for unclean recovery)."""
+
+        topic_id = serializers.UUIDField()
+        partition = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
+        last_leader_epoch = serializers.IntegerField(min_value=-1, max_value=2**31 - 1)
+        log_end_offset = serializers.IntegerField(min_value=0, max_value=2**63 - 1)
 
     def post(self, request):
         data = validate_input(self.InputSerializer, request.data)
+        logs = [validate_input(self.ReplicaLogSerializer, r) for r in data["replica_logs"]]
         broker = selectors.broker_get(broker_id=data["broker_id"])
         if broker is None:
             raise NotFound("unknown broker: register first")
@@ -63,6 +75,7 @@ class BrokerHeartbeatApi(InternalAPIView):
             broker=broker,
             metadata_version=data["metadata_version"],
             broker_epoch=data["broker_epoch"],
+            replica_logs=logs,
         )
         return Response(
             {

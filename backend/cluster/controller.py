@@ -10,8 +10,10 @@ commits the new registrations with their metadata records. Work per tick is boun
   ``SLUICE_BROKER_SESSION_TIMEOUT_S`` are fenced; they leave every ISR (into the ELR when the
   ISR falls below ``min.insync.replicas``) and their partitions get new leaders.
 - ``elect_offline_leaders``: partitions without a leader get one once a replica may lead:
-  ISR, then ELR, then (only with ``unclean.leader.election.enable=true``) any live replica,
-  which is audited and logged as a possible loss of acknowledged records.
+  ISR, then ELR, then unclean recovery (KIP-966's balanced strategy: when every ISR/ELR
+  member restarted uncleanly, the longest log among them once all are back and reported
+  it), then (only with ``unclean.leader.election.enable=true``) any live replica. Recoveries
+  and unclean elections are audited and logged.
 - ``complete_reassignments``: reassignments whose target replicas are all in the ISR finish.
 - ``rebalance_preferred_leaders``: partitions go back to their preferred leaders; the loop
   calls it once an imbalance has lasted ``SLUICE_LEADER_IMBALANCE_CHECK_S``.
@@ -28,10 +30,15 @@ from django.db import DatabaseError, close_old_connections, connection, transact
 
 from backend.cluster import lease as leases
 from backend.cluster import metadata_log, partitions
-from backend.cluster.models import Broker, PartitionAssignment
+from backend.cluster.models import Broker, PartitionAssignment, ReplicaLogReport
 from backend.cluster.services import BROKER, broker_record, commit_partition_changes
 from brokernodes.replication import controller as core
-from brokernodes.replication.controller import Election, PartitionRegistration
+from brokernodes.replication.controller import (
+    BrokerView,
+    Election,
+    PartitionRegistration,
+    ReplicaLog,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +72,56 @@ def _audit_unclean(a: PartitionAssignment, election: Election) -> None:
             "isr": list(election.registration.isr),
         },
     )
+
+
+def _audit_recovery(a: PartitionAssignment, election: Election, logs: dict[int, ReplicaLog]):
+    from backend.audit.services import audit_record
+    from backend.core.context import RequestContext
+
+    topic = a.topic
+    chosen = logs[election.leader]
+    logger.warning(
+        "unclean recovery: topic %s partition %s had every eligible replica (%s) restart "
+        "uncleanly; broker %s has the longest log (last leader epoch %s, log end %s) and "
+        "leads with epoch %s; records beyond it that no replica kept are lost",
+        topic.topic_id,
+        a.partition,
+        sorted(logs),
+        election.leader,
+        chosen.last_leader_epoch,
+        chosen.log_end_offset,
+        election.registration.leader_epoch,
+    )
+    audit_record(
+        ctx=RequestContext.system(topic.organisation),
+        action="partition.unclean_recovery",
+        object_type="topic",
+        object_id=topic.topic_id,
+        after={
+            "topic": topic.name,
+            "partition": a.partition,
+            "leader": election.leader,
+            "leader_epoch": election.registration.leader_epoch,
+            "replica_logs": {
+                str(b): {
+                    "last_leader_epoch": r.last_leader_epoch,
+                    "log_end_offset": r.log_end_offset,
+                }
+                for b, r in sorted(logs.items())
+            },
+        },
+    )
+
+
+def _replica_logs(pks, view: BrokerView) -> dict[int, dict[int, ReplicaLog]]:
+    """Per assignment id, the log reports made by each broker's current registration."""
+    out: dict[int, dict[int, ReplicaLog]] = {}
+    for r in ReplicaLogReport.objects.filter(assignment_id__in=pks):
+        if view.broker_epochs.get(r.broker_id) == r.broker_epoch:
+            out.setdefault(r.assignment_id, {})[r.broker_id] = ReplicaLog(
+                r.last_leader_epoch, r.log_end_offset
+            )
+    return out
 
 
 def _locked_partitions() -> list[PartitionAssignment]:
@@ -153,19 +210,30 @@ def _elect_offline_leaders(lease: leases.Lease, pks: list[int]) -> int:
         .filter(leader__lt=0, pk__in=pks[:MAX_PARTITIONS_PER_TICK])
         .order_by("pk")
     )
+    offline = list(offline)
+    logs = _replica_logs([a.pk for a in offline], view)
+    recovered: dict[PartitionAssignment, Election] = {}
     for a in offline:
         if not a.replicas:
             continue  # never placed: assign_unplaced_partitions' job
-        election = core.elect_leader(
-            partitions.registration(a), view, unclean_enabled=partitions.unclean_enabled(a.topic)
+        election = core.elect_offline(
+            partitions.registration(a),
+            view,
+            logs=logs.get(a.pk, {}),
+            unclean_enabled=partitions.unclean_enabled(a.topic),
         )
-        if election is not None and election.leader != core.NO_LEADER:
+        if election is not None:
             changes[a] = election.registration
             if election.unclean:
                 unclean[a] = election
+            if election.recovered:
+                recovered[a] = election
     commit_partition_changes(changes)
+    ReplicaLogReport.objects.filter(assignment__in=list(changes)).delete()
     for a, election in unclean.items():
         _audit_unclean(a, election)
+    for a, election in recovered.items():
+        _audit_recovery(a, election, logs[a.pk])
     return len(changes)
 
 

@@ -59,7 +59,8 @@ class Broker(models.Model):
 class PartitionAssignment(models.Model):
     """Where one partition lives: replicas (the first is the preferred leader), the current
     leader (-1: none) and its epoch, the in-sync replicas, and KRaft's partition epoch
-    (bumped by every change), eligible leader replicas (KIP-966) and the replicas being added
+    (bumped by every change), eligible leader replicas and the last known ones an unclean
+    recovery chooses among (KIP-966), and the replicas being added
     or removed by a reassignment (KIP-455). ``brokernodes.replication.controller`` decides
     every change; ``backend.cluster.partitions`` converts."""
 
@@ -71,6 +72,7 @@ class PartitionAssignment(models.Model):
     isr = models.JSONField(default=list)
     partition_epoch = models.IntegerField(default=0)
     elr = models.JSONField(default=list)
+    last_known_elr = models.JSONField(default=list)
     adding_replicas = models.JSONField(default=list)
     removing_replicas = models.JSONField(default=list)
 
@@ -78,6 +80,29 @@ class PartitionAssignment(models.Model):
         ordering = ["topic_id", "partition"]
         constraints = [
             models.UniqueConstraint(fields=["topic", "partition"], name="uniq_topic_partition")
+        ]
+
+
+class ReplicaLogReport(models.Model):
+    """A replica's log as its broker reported it for an offline partition (KIP-966's
+    GetReplicaLogInfo, carried by heartbeats): the last leader epoch and log end offset, and
+    the broker epoch of the registration that reported it (an older one does not count: the
+    broker restarted since, and its log may have changed). Unclean recovery chooses by it."""
+
+    assignment = models.ForeignKey(
+        PartitionAssignment, on_delete=models.CASCADE, related_name="log_reports"
+    )
+    broker_id = models.PositiveIntegerField()
+    broker_epoch = models.BigIntegerField()
+    last_leader_epoch = models.IntegerField()
+    log_end_offset = models.BigIntegerField()
+    reported_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["assignment", "broker_id"], name="uniq_replica_log_report"
+            )
         ]
 
 

@@ -26,6 +26,7 @@ def registration(a: PartitionAssignment) -> PartitionRegistration:
         leader_epoch=int(a.leader_epoch),
         partition_epoch=int(a.partition_epoch),
         elr=tuple(a.elr or ()),
+        last_known_elr=tuple(a.last_known_elr or ()),
         adding_replicas=tuple(a.adding_replicas or ()),
         removing_replicas=tuple(a.removing_replicas or ()),
     )
@@ -39,6 +40,7 @@ def apply(a: PartitionAssignment, reg: PartitionRegistration) -> None:
     a.leader_epoch = reg.leader_epoch
     a.partition_epoch = reg.partition_epoch
     a.elr = list(reg.elr)
+    a.last_known_elr = list(reg.last_known_elr)
     a.adding_replicas = list(reg.adding_replicas)
     a.removing_replicas = list(reg.removing_replicas)
     a.save(
@@ -49,6 +51,7 @@ def apply(a: PartitionAssignment, reg: PartitionRegistration) -> None:
             "leader_epoch",
             "partition_epoch",
             "elr",
+            "last_known_elr",
             "adding_replicas",
             "removing_replicas",
         ]
@@ -107,6 +110,7 @@ def state_of(a: PartitionAssignment) -> dict:
         "replicas": list(a.replicas),
         "isr": list(a.isr),
         "elr": list(a.elr or ()),
+        "last_known_elr": list(a.last_known_elr or ()),
         "adding_replicas": list(a.adding_replicas or ()),
         "removing_replicas": list(a.removing_replicas or ()),
         "under_replicated": under_replicated(a),

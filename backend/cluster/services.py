@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from backend.cluster import metadata_log, partitions, placement
 from backend.cluster.errors import StaleBrokerEpoch
-from backend.cluster.models import Broker, PartitionAssignment
+from backend.cluster.models import Broker, PartitionAssignment, ReplicaLogReport
 from brokernodes.replication.controller import (
     PartitionRegistration,
     place_partition_increase,
@@ -51,10 +51,10 @@ def broker_record(broker: Broker) -> dict:
 def broker_register(*, broker_id: int, url: str, clean_shutdown: bool = True) -> Broker:
     """Register (or re-register) a broker: a new broker epoch (the version of its broker
     record, so larger on every registration), unfenced and not shutting down. After an
-    unclean shutdown it leaves the ISR and ELR of its partitions for good (``unclean_
-    restart``: it may have lost its unflushed tail), except where it is the only replica.
-    Partitions that had no live broker to
-    go to are placed now."""
+    unclean shutdown it leaves the ISR and ELR of its partitions (``unclean_restart``: it may
+    have lost its unflushed tail) for their last known ELR, except where it is the only
+    replica. Its log reports from earlier registrations are dropped. Partitions that had no
+    live broker to go to are placed now."""
     url = url.rstrip("/")
     now = timezone.now()
     head = metadata_log.lock()
@@ -69,6 +69,8 @@ def broker_register(*, broker_id: int, url: str, clean_shutdown: bool = True) ->
     broker.save()
     version = metadata_log.append(BROKER, str(broker_id), broker_record(broker))
     assert version == broker.epoch
+    # reports from an earlier registration are void: the log may have changed since
+    ReplicaLogReport.objects.filter(broker_id=broker_id).exclude(broker_epoch=broker.epoch).delete()
     if not clean_shutdown:
         changed = {}
         for a in PartitionAssignment.objects.select_related("topic").order_by("pk"):
@@ -88,12 +90,17 @@ def broker_register(*, broker_id: int, url: str, clean_shutdown: bool = True) ->
 
 @transaction.atomic
 def broker_heartbeat(
-    *, broker: Broker, metadata_version: int, broker_epoch: int | None = None
+    *,
+    broker: Broker,
+    metadata_version: int,
+    broker_epoch: int | None = None,
+    replica_logs: Iterable[Mapping] = (),
 ) -> Broker:
     """A broker is alive. A heartbeat from an older registration is refused (it must
     register again). A fenced broker is unfenced once it has seen the record that fenced
     it (so it knows it lost its leaderships), as KRaft unfences a caught-up broker. One
-    that comes back may take partitions created while no broker was live."""
+    that comes back may take partitions created while no broker was live. ``replica_logs``
+    (its logs of partitions it sees offline) are stored for unclean recovery."""
     metadata_log.lock()
     broker = Broker.objects.select_for_update().get(pk=broker.pk)
     if broker_epoch is not None and broker_epoch != broker.epoch:
@@ -115,12 +122,44 @@ def broker_heartbeat(
         fields.append("fenced")
         metadata_log.append(BROKER, str(broker.broker_id), broker_record(broker))
     broker.save(update_fields=fields)
+    if broker_epoch is not None:
+        record_replica_logs(broker, replica_logs)
     if not was_live:
         assign_unplaced_partitions()
     from backend.cluster.internal_topics import ensure_internal_topics
 
     ensure_internal_topics()  # after the grace period, when fewer brokers than wanted are live
     return broker
+
+
+def record_replica_logs(broker: Broker, reports: Iterable[Mapping]) -> int:
+    """Store what ``broker`` (its current registration) reported of its logs of offline
+    partitions: ``{"topic_id", "partition", "last_leader_epoch", "log_end_offset"}`` each
+    (KIP-966's GetReplicaLogInfo answer). Partitions it does not replicate are ignored.
+    Returns how many were stored."""
+    reports = list(reports)
+    if not reports:
+        return 0
+    wanted = {(str(r["topic_id"]), int(r["partition"])): r for r in reports}
+    stored = 0
+    rows = PartitionAssignment.objects.filter(
+        topic__topic_id__in={t for t, _ in wanted}
+    ).select_related("topic")
+    for a in rows:
+        r = wanted.get((str(a.topic.topic_id), a.partition))
+        if r is None or broker.broker_id not in a.replicas:
+            continue
+        ReplicaLogReport.objects.update_or_create(
+            assignment=a,
+            broker_id=broker.broker_id,
+            defaults={
+                "broker_epoch": broker.epoch,
+                "last_leader_epoch": int(r["last_leader_epoch"]),
+                "log_end_offset": int(r["log_end_offset"]),
+            },
+        )
+        stored += 1
+    return stored
 
 
 def commit_partition_changes(changes: Mapping[PartitionAssignment, PartitionRegistration]) -> int:
@@ -175,6 +214,7 @@ def _assign(topic, new: Iterable[int]) -> None:
                 "isr": list(replicas),
                 "partition_epoch": 0,
                 "elr": [],
+                "last_known_elr": [],
                 "adding_replicas": [],
                 "removing_replicas": [],
             },
@@ -195,6 +235,7 @@ def topic_record(topic) -> dict:
                 "isr": list(a.isr) if a else [],
                 "partition_epoch": a.partition_epoch if a else 0,
                 "elr": list(a.elr or ()) if a else [],
+                "last_known_elr": list(a.last_known_elr or ()) if a else [],
                 "adding_replicas": list(a.adding_replicas or ()) if a else [],
                 "removing_replicas": list(a.removing_replicas or ()) if a else [],
             }

@@ -11,9 +11,15 @@ Leader eligibility, in order (clean election):
 1. live ISR members, preferred replica (first in ``replicas``) first, then replica order;
 2. live *eligible leader replicas* (ELR, KIP-966): members removed from the ISR while it was
    below ``min.insync.replicas``. The HW cannot advance under min ISR, so they hold every
-   committed record; a replica restarting after an unclean shutdown (it may have lost its
-   unflushed tail) leaves the ISR and the ELR for good.
-3. only if the topic enables ``unclean.leader.election.enable``: any live replica, and the
+   committed record. The last ISR member never simply vanishes: fenced, it goes to the ELR.
+   A replica restarting after an unclean shutdown (it may have lost its unflushed tail)
+   leaves the ISR and the ELR, into the *last known ELR* (KIP-966's ``LastKnownElr``).
+3. unclean recovery (KIP-966's balanced strategy, ``recover_leader``): when the ISR and the
+   ELR are both empty, once every last known ELR member is back and has reported its log
+   (last leader epoch, log end offset), the one with the longest log leads. Flagged
+   ``recovered``: only records that every one of them lost (an unflushed tail after a
+   machine crash) can be missing.
+4. only if the topic enables ``unclean.leader.election.enable``: any live replica, and the
    result is flagged ``unclean`` (acknowledged records may be lost).
 """
 
@@ -40,6 +46,7 @@ class PartitionRegistration:
     elr: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     @property
     def preferred_leader(self) -> int:
@@ -80,6 +87,16 @@ class Election:
     leader: int
     unclean: bool = False
     from_elr: bool = False
+    recovered: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLog:
+    """What a replica reports of its log for an unclean recovery (KIP-966's
+    GetReplicaLogInfo): the epoch of its last leader-epoch entry (-1: none) and its log end."""
+
+    last_leader_epoch: int
+    log_end_offset: int
 
 
 def _sorted_like(members: Iterable[int], replicas: tuple[int, ...]) -> tuple[int, ...]:
@@ -157,6 +174,7 @@ def elect_leader(
         return Election(reg, leader)
     new = replace(
         new,
+        last_known_elr=(),  # a leader holding every committed record: nothing to recover
         leader=leader,
         leader_epoch=reg.leader_epoch + 1,
         partition_epoch=reg.partition_epoch + 1,
@@ -187,21 +205,74 @@ def fence_broker(
 
 def unclean_restart(reg: PartitionRegistration, broker: int) -> PartitionRegistration | None:
     """``broker`` registered again after an unclean shutdown: it may have lost its unflushed
-    tail, so it leaves the ISR and the ELR (KIP-966) and must catch up to rejoin."""
+    tail, so it leaves the ISR and the ELR (KIP-966) and must catch up to rejoin. It joins the
+    last known ELR: if every eligible replica restarts so, ``recover_leader`` chooses among
+    them rather than leaving the partition offline for ever."""
     if broker not in reg.isr and broker not in reg.elr:
         return None
-    isr = tuple(r for r in reg.isr if r != broker)
-    elr = tuple(r for r in reg.elr if r != broker)
-    leader = reg.leader if reg.leader != broker else NO_LEADER
-    new = replace(reg, isr=isr, elr=elr)
-    if leader != reg.leader:
-        return replace(
-            new,
-            leader=NO_LEADER,
-            leader_epoch=reg.leader_epoch + 1,
-            partition_epoch=reg.partition_epoch + 1,
-        )
+    new = replace(
+        reg,
+        isr=tuple(r for r in reg.isr if r != broker),
+        elr=tuple(r for r in reg.elr if r != broker),
+        last_known_elr=_sorted_like({*reg.last_known_elr, broker}, reg.replicas),
+    )
+    if reg.leader == broker:
+        return _bump(new, leader=NO_LEADER)
     return _bump(new)
+
+
+def recovery_waits_for(reg: PartitionRegistration, brokers: BrokerView, logs) -> tuple[int, ...]:
+    """The last known ELR members an unclean recovery still waits for: not eligible (fenced,
+    gone, shutting down) or without a log report from their current registration."""
+    return tuple(r for r in reg.last_known_elr if not brokers.eligible(r) or r not in logs)
+
+
+def recover_leader(
+    reg: PartitionRegistration, brokers: BrokerView, logs: Mapping[int, ReplicaLog]
+) -> Election | None:
+    """KIP-966's balanced unclean recovery for an offline partition whose ISR and ELR are
+    both empty: once every last known ELR member is eligible and reported in ``logs``, the
+    one with the longest log leads (the highest last leader epoch, then the largest log end;
+    ties in replica order) with an ISR of itself. Its followers truncate to it by leader
+    epoch, as after any election. None while it must wait, or when this does not apply."""
+    if not reg.offline or reg.isr or reg.elr or not reg.last_known_elr:
+        return None
+    if recovery_waits_for(reg, brokers, logs):
+        return None
+    order = {r: i for i, r in enumerate(reg.replicas)}
+    leader = max(
+        reg.last_known_elr,
+        key=lambda r: (
+            logs[r].last_leader_epoch,
+            logs[r].log_end_offset,
+            -order.get(r, len(order)),
+        ),
+    )
+    new = replace(reg, isr=(leader,), elr=(), last_known_elr=())
+    return Election(_bump(new, leader=leader), leader, recovered=True)
+
+
+def elect_offline(
+    reg: PartitionRegistration,
+    brokers: BrokerView,
+    *,
+    logs: Mapping[int, ReplicaLog] | None = None,
+    unclean_enabled: bool = False,
+) -> Election | None:
+    """A leader for an offline partition, in the module docstring's order: clean (ISR,
+    ELR), then unclean recovery among the last known ELR, then (opted in) unclean. None
+    while none may lead."""
+    clean = elect_leader(reg, brokers)
+    if clean is not None and clean.leader != NO_LEADER:
+        return clean
+    recovered = recover_leader(reg, brokers, logs or {})
+    if recovered is not None:
+        return recovered
+    if unclean_enabled:
+        forced = elect_leader(reg, brokers, unclean_enabled=True)
+        if forced is not None and forced.leader != NO_LEADER:
+            return forced
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,8 +294,8 @@ def alter_partition(
     leader epoch (FENCED_LEADER_EPOCH); a stale partition epoch (INVALID_UPDATE_VERSION); an
     ISR without the leader, with non-replicas, or empty (INVALID_REQUEST); a member that is
     fenced, shutting down, or whose broker epoch is not its current one (INELIGIBLE_REPLICA).
-    On success the partition epoch goes up, the ELR follows KIP-966, and a reassignment whose
-    target replicas are now all in the ISR completes.
+    On success the partition epoch goes up, the ELR follows KIP-966, the last known ELR is
+    cleared, and a reassignment whose target replicas are now all in the ISR completes.
     """
     if request.leader_id != reg.leader:
         return AlterPartitionResult(errors.NOT_LEADER_OR_FOLLOWER, reg)
@@ -252,7 +323,8 @@ def alter_partition(
         if broker_epoch != UNKNOWN_BROKER_EPOCH and broker_epoch != current:
             return AlterPartitionResult(errors.INELIGIBLE_REPLICA, reg)
     new = _shrink_isr(reg, new_isr, min_isr)
-    new = replace(new, elr=tuple(r for r in new.elr if r not in new.isr))
+    # a working leader's ISR holds every committed record: no recovery list is needed
+    new = replace(new, elr=tuple(r for r in new.elr if r not in new.isr), last_known_elr=())
     new = _bump(new)
     done = maybe_complete_reassignment(new, brokers)
     return AlterPartitionResult(errors.NONE, done if done is not None else new)
@@ -327,6 +399,7 @@ def start_reassignment(reg: PartitionRegistration, target: Iterable[int]) -> Par
         replicas=replicas,
         isr=tuple(r for r in reg.isr if r not in dropped),
         elr=tuple(r for r in reg.elr if r not in dropped),
+        last_known_elr=tuple(r for r in reg.last_known_elr if r not in dropped),
         adding_replicas=adding,
         removing_replicas=removing,
     )
@@ -349,6 +422,7 @@ def maybe_complete_reassignment(
         replicas=target,
         isr=tuple(r for r in target if r in reg.isr),
         elr=tuple(r for r in reg.elr if r in target),
+        last_known_elr=tuple(r for r in reg.last_known_elr if r in target),
         adding_replicas=(),
         removing_replicas=(),
     )
@@ -372,6 +446,7 @@ def cancel_reassignment(reg: PartitionRegistration) -> PartitionRegistration | N
             replicas=original,
             isr=isr,
             elr=tuple(r for r in reg.elr if r in original),
+            last_known_elr=tuple(r for r in reg.last_known_elr if r in original),
             adding_replicas=(),
             removing_replicas=(),
         )

@@ -34,7 +34,7 @@ from brokernodes.server.metadata import (
     MetadataSource,
     StaticMetadataSource,
 )
-from brokernodes.server.metadata_client import ControlPlaneMetadataSource
+from brokernodes.server.metadata_client import ControlPlaneMetadataSource, offline_replica_logs
 from brokernodes.server.replication_metrics import ReplicationCollector
 from brokernodes.storage.recovery import CLEAN_SHUTDOWN_FILE
 
@@ -176,6 +176,8 @@ async def serve(config: BrokerConfig) -> int:
         return 0
     starting.result()
     broker = Broker(config, metadata)
+    if isinstance(metadata, ControlPlaneMetadataSource):  # unclean recovery's log reports
+        metadata.replica_logs = lambda: offline_replica_logs(broker.replicas.partitions.values())
     metadata.add_listener(broker.replicas.reconcile)
     metadata.add_listener(revocation_listener(broker, metadata.global_image()))
     app = build_app(broker)

@@ -18,6 +18,8 @@ sends ``clean_shutdown`` (every log had its clean-shutdown marker at start) and 
 ``broker_epoch`` (KIP-903) that heartbeats carry; a heartbeat answered 409
 STALE_BROKER_EPOCH registers again. ``alter_partition`` sends the leader's ISR proposals,
 ``controlled_shutdown`` asks the controller to move leadership away before the broker stops.
+Heartbeats carry ``replica_logs`` (``offline_replica_logs``): this broker's logs of the
+partitions it sees offline, for the controller's unclean recovery (docs/controller.md).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import json
 import logging
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import aiohttp
@@ -48,6 +50,29 @@ logger = logging.getLogger("sluice.broker.metadata")
 
 CACHE_FILE = "metadata-cache.json"
 CACHE_FORMAT = 1
+
+
+def offline_replica_logs(partitions: Iterable[Any]) -> list[dict]:
+    """``{"topic_id", "partition", "last_leader_epoch", "log_end_offset"}`` of each hosted
+    partition whose metadata names no leader (KIP-966's GetReplicaLogInfo answer): the
+    controller elects the longest log among the last known eligible replicas with them.
+    Steady state: none offline, an empty list."""
+    out = []
+    for p in partitions:
+        info = p.info
+        if info.leader >= 0 or getattr(p, "closed", False):
+            continue
+        log = p.log
+        epoch = log.leader_epoch_cache.latest_epoch
+        out.append(
+            {
+                "topic_id": info.log_key,
+                "partition": info.partition,
+                "last_leader_epoch": -1 if epoch is None else int(epoch),
+                "log_end_offset": int(log.log_end_offset),
+            }
+        )
+    return out
 
 
 class ControlPlaneError(RuntimeError):
@@ -101,6 +126,8 @@ class ControlPlaneMetadataSource(MetadataSource):
         self.controlled_shutdown_timeout_s = controlled_shutdown_timeout_s
         self._broker_epoch = -1
         self._legacy_registration = False  # a control plane without broker epochs
+        # what heartbeats report of offline partitions' logs (set by the broker's main)
+        self.replica_logs: Callable[[], list[dict]] = list
 
     @property
     def broker_epoch(self) -> int:
@@ -278,6 +305,9 @@ class ControlPlaneMetadataSource(MetadataSource):
                 }
                 if self._broker_epoch >= 0:
                     body["broker_epoch"] = self._broker_epoch
+                    logs = self.replica_logs()
+                    if logs:
+                        body["replica_logs"] = logs
                 await self._request(
                     "POST",
                     "/internal/v1/brokers/heartbeat",
