@@ -35,9 +35,18 @@ class RequestContext:
 
 
 def client_ip(request: Any) -> str | None:
-    """The peer address. Behind a proxy, the deployment sets REMOTE_ADDR (e.g. via the ASGI
-    server's trusted-proxy option); X-Forwarded-For is not trusted here."""
-    return request.META.get("REMOTE_ADDR") or None
+    """The client's address: the peer's, or behind a trusted proxy (``SLUICE_TRUSTED_PROXIES``)
+    the one the proxies recorded in X-Forwarded-For (``backend.core.client_address``)."""
+    from django.conf import settings
+
+    from backend.core.client_address import client_address, parse_networks
+
+    meta = getattr(request, "META", request)
+    return client_address(
+        meta.get("REMOTE_ADDR"),
+        meta.get("HTTP_X_FORWARDED_FOR"),
+        parse_networks(tuple(getattr(settings, "SLUICE_TRUSTED_PROXIES", ()))),
+    )
 
 
 def user_agent(request: Any) -> str:

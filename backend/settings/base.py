@@ -117,7 +117,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "backend.core.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "backend.core.schema.SluiceAutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
-    # Sign-in attempts per client address (brute-force brake); 429 THROTTLED beyond it.
+    # Sign-in attempts per client address (brute-force brake); 429 THROTTLED beyond it. The
+    # address is the peer's (X-Forwarded-For only from SLUICE_TRUSTED_PROXIES).
     "DEFAULT_THROTTLE_RATES": {"login": os.environ.get("SLUICE_LOGIN_RATE", "10/min")},
 }
 
@@ -138,6 +139,19 @@ SPECTACULAR_SETTINGS = {
         "ServiceAccountRoleEnum": "backend.tenancy.roles.SERVICE_ACCOUNT_ROLES",
     },
 }
+
+# Proxies whose X-Forwarded-For is believed (addresses or networks, comma-separated; none by
+# default): the client address of throttles and the audit log (backend.core.client_address).
+SLUICE_TRUSTED_PROXIES = [
+    p.strip() for p in os.environ.get("SLUICE_TRUSTED_PROXIES", "").split(",") if p.strip()
+]
+# Per-username sign-in lockout (backend.tenancy.lockout): after LOCKOUT_AFTER failures in a
+# row the name is locked for LOCKOUT_S, doubling with each further failure up to
+# LOCKOUT_MAX_S; a success, or FAILURE_WINDOW_S without a failure, starts the count afresh.
+SLUICE_LOGIN_LOCKOUT_AFTER = int(os.environ.get("SLUICE_LOGIN_LOCKOUT_AFTER", "5"))
+SLUICE_LOGIN_LOCKOUT_S = float(os.environ.get("SLUICE_LOGIN_LOCKOUT_S", "30"))
+SLUICE_LOGIN_LOCKOUT_MAX_S = float(os.environ.get("SLUICE_LOGIN_LOCKOUT_MAX_S", "900"))
+SLUICE_LOGIN_FAILURE_WINDOW_S = float(os.environ.get("SLUICE_LOGIN_FAILURE_WINDOW_S", "3600"))
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"

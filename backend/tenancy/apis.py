@@ -7,17 +7,17 @@ from django.conf import settings
 from django.contrib.auth import authenticate, login, logout
 from django.middleware.csrf import get_token
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import exceptions as drf_exceptions
 from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from backend.core.exceptions import ApplicationError, NotFound, PermissionDenied
 from backend.core.schema import errors
 from backend.core.serializers import StrictSerializer, validate_input
-from backend.tenancy import roles, selectors, services
+from backend.tenancy import lockout, roles, selectors, services
 from backend.tenancy.permissions import (
     SESSION_ORGANISATION_KEY,
     AdminAPIView,
@@ -26,6 +26,7 @@ from backend.tenancy.permissions import (
     is_service_account,
     resolve_context,
 )
+from backend.tenancy.throttling import LoginRateThrottle
 
 
 class InvalidCredentials(ApplicationError):
@@ -103,7 +104,7 @@ class CsrfApi(APIView):
 class LoginApi(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
-    throttle_classes = [ScopedRateThrottle]
+    throttle_classes = [LoginRateThrottle]
     throttle_scope = "login"
 
     class InputSerializer(StrictSerializer):
@@ -115,14 +116,25 @@ class LoginApi(APIView):
         tags=["auth"],
         request=InputSerializer,
         responses={200: MeOutputSerializer, **errors(400, 429)},
-        description="Console sign-in: starts a session. Needs the CSRF token (GET auth/csrf).",
+        description=(
+            "Console sign-in: starts a session. Needs the CSRF token (GET auth/csrf). "
+            "Throttled per client address, and a username is locked out for a while after "
+            "repeated failures (429 THROTTLED with Retry-After)."
+        ),
     )
     def post(self, request):
         SessionAuthentication().enforce_csrf(request)  # no login CSRF
         data = validate_input(self.InputSerializer, request.data)
+        wait = lockout.retry_after(data["username"])
+        if wait:
+            raise drf_exceptions.Throttled(
+                wait, "too many failed sign-ins for this username; try again later"
+            )
         user = authenticate(request._request, username=data["username"], password=data["password"])
         if user is None:
+            lockout.record_failure(data["username"])
             raise InvalidCredentials("wrong username or password")
+        lockout.record_success(data["username"])
         login(request._request, user)
         request.user = user
         return Response(MeOutputSerializer(me_data(request)).data)

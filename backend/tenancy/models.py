@@ -87,3 +87,13 @@ class ServiceAccount(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class LoginFailure(models.Model):
+    """Failed sign-ins in a row for one username (known or not: the lockout must not tell
+    which names exist), and until when the name is locked (``backend.tenancy.lockout``)."""
+
+    username = models.CharField(max_length=150, primary_key=True)
+    failures = models.PositiveIntegerField(default=0)
+    last_failure_at = models.DateTimeField()
+    locked_until = models.DateTimeField(null=True, blank=True)
