@@ -16,7 +16,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
-from brokernodes.records.batch import DecodedRecord, decode_batches
+from brokernodes.records.batch import DecodedBatch, DecodedRecord, decode_batch
+from brokernodes.records.header import HEADER_SIZE, read_header
+from spark.datasource.validity import (
+    CORRUPT_MESSAGE,
+    INVALID_TIMESTAMP,
+    UnreadableBatch,
+    reason,
+    timestamp_ok,
+)
 
 DEFAULT_FETCH_BYTES = 4 * 1024 * 1024
 USER_AGENT = "sluice-spark/0.1"
@@ -192,6 +200,17 @@ class BrokerClient:
         return body, headers
 
 
+def _timestamp_problem(batch: DecodedBatch) -> str | None:
+    """Why the batch's timestamps cannot be reported (outside years 1-9999), or None."""
+    if not batch.records:
+        return None
+    lo = min(r.timestamp for r in batch.records)
+    hi = max(r.timestamp for r in batch.records)
+    if timestamp_ok(lo) and timestamp_ok(hi):
+        return None
+    return reason(INVALID_TIMESTAMP, f"records stamped {lo}..{hi} ms, outside years 1-9999")
+
+
 def read_range(
     client: BrokerClient,
     meta: PartitionMeta,
@@ -202,13 +221,16 @@ def read_range(
     fail_on_data_loss: bool = True,
     refresh_leader=None,
     max_empty_polls: int = 20,
-) -> Iterator[tuple[DecodedRecord, int]]:
+) -> Iterator[tuple[DecodedRecord | UnreadableBatch, int]]:
     """Every record with ``start <= offset < end`` as ``(record, timestamp_type)``.
 
-    Control batches are skipped (never user data); compacted gaps are crossed. When
-    retention removed ``start`` the read fails (``fail_on_data_loss``) or resumes at the log
-    start offset. ``NOT_LEADER_OR_FOLLOWER`` asks ``refresh_leader()`` for new metadata, a
-    bounded number of times.
+    Control batches are skipped (never user data); compacted gaps are crossed. A batch that
+    cannot be decoded (garbage records under an intact frame, timestamps outside years
+    1-9999) is skipped and yielded once as ``(UnreadableBatch, -1)`` instead of its records:
+    one tenant's bad bytes must not fail a job over every tenant. When retention removed
+    ``start`` the read fails (``fail_on_data_loss``) or resumes at the log start offset.
+    ``NOT_LEADER_OR_FOLLOWER`` asks ``refresh_leader()`` for new metadata, a bounded number
+    of times.
     """
     offset = start
     empty = 0
@@ -250,14 +272,32 @@ def read_range(
             time.sleep(0.05)
             continue
         empty = 0
-        for batch in decode_batches(body):
-            h = batch.header
-            nxt = h.next_offset
+        pos = 0
+        while pos < len(body):
+            h = read_header(body, pos)  # fewer than 61 bytes left: not a batch at all, fail
+            try:
+                batch = decode_batch(body, pos)
+                problem = None if h.is_control else _timestamp_problem(batch)
+            except Exception as e:  # whatever the codec raises, the batch is what is bad
+                batch = None
+                problem = reason(getattr(e, "error_code", CORRUPT_MESSAGE), e)
+            if problem is not None:
+                if h.last_offset >= offset or pos == 0:
+                    yield UnreadableBatch(h.base_offset, h.last_offset, problem), -1
+                    # past it: at least one offset on, even if its header lies about its extent
+                    offset = max(offset + 1, h.next_offset)
+                if offset >= end:
+                    return
+                if h.size < HEADER_SIZE or pos + h.size > len(body):
+                    break  # its length cannot be trusted either: fetch from the next offset
+                pos += h.size
+                continue
             if not h.is_control:
                 tstype = h.timestamp_type
                 for r in batch.records:
                     if offset <= r.offset < end:
                         yield r, tstype
-            offset = max(offset, nxt)
+            offset = max(offset, h.next_offset)
             if offset >= end:
                 return
+            pos += h.size

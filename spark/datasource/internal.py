@@ -16,13 +16,17 @@ from datetime import UTC, datetime
 from brokernodes.groups.records import OFFSET_COMMIT, decode_key, decode_value
 from brokernodes.records.batch import DecodedRecord
 from brokernodes.server.usage import USAGE_TOPIC, decode_usage
+from spark.datasource.validity import timestamp_ok
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 USAGE = USAGE_TOPIC
 
 
 def _ts(ms: int | None) -> datetime | None:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC)
+    """A datetime, or None for a missing timestamp or one no report can hold."""
+    if ms is None or not timestamp_ok(ms):
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
 def split_group(qualified: str, tenant: str | None) -> tuple[str | None, str]:

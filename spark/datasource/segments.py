@@ -4,6 +4,7 @@ few rows per partition) from the brokers' segments endpoint, as a DataFrame."""
 from __future__ import annotations
 
 from spark.datasource.broker import BrokerClient, _path
+from spark.datasource.validity import clamp_timestamp
 
 SEGMENTS_SCHEMA = (
     "tenant string, topic string, partition int, base_offset long, end_offset long, "
@@ -15,7 +16,9 @@ SEGMENTS_SCHEMA = (
 
 def segment_rows(client: BrokerClient, topic: str, tenant: str = "", label: str | None = None):
     """One tuple per segment of every partition of ``topic`` (``label``: the topic name to
-    report, when ``topic`` is how the credential names it, e.g. a topic id)."""
+    report, when ``topic`` is how the credential names it, e.g. a topic id). A largest
+    timestamp past what a report can hold (a record stamped at the int64 limit) is clamped
+    to year 9999."""
     rows = []
     for meta in client.partitions(topic):
         url = client._leader_url(meta)
@@ -31,7 +34,7 @@ def segment_rows(client: BrokerClient, topic: str, tenant: str = "", label: str 
                     int(s["base_offset"]),
                     int(s["end_offset"]),
                     int(s["size_bytes"]),
-                    int(s["largest_timestamp"]),
+                    clamp_timestamp(int(s["largest_timestamp"])),
                     i == len(segs) - 1,
                     int(doc["log_start_offset"]),
                     int(doc["log_end_offset"]),

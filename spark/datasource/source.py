@@ -23,12 +23,17 @@ Options (names as Spark's Kafka source where it has one):
 ``tenant``                the value of the ``tenant`` column (default null)
 ``decode``                ``raw`` (Kafka columns), ``consumer_offsets`` or ``usage``; the
                           default follows the topic name (``__consumer_offsets``, ``__usage``)
+``includeUnreadable``     ``true``: a batch that cannot be decoded becomes one row with a
+                          non-null ``unreadable`` column (its reason; ``offset`` its base
+                          offset, the other data columns null); default ``false``: it is
+                          skipped and logged (raw decode only; internal topics always skip)
 ========================  ==================================================================
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -36,6 +41,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from spark.datasource.broker import BrokerClient, PartitionMeta, read_range
 from spark.datasource.internal import CONSUMER_OFFSETS, USAGE, decode_offsets_row, decode_usage_row
+from spark.datasource.validity import UnreadableBatch
 
 RAW_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
@@ -51,9 +57,12 @@ USAGE_SCHEMA = (
     "window_end timestamp, broker_id int, bytes_in long, bytes_out long, records_in long, "
     "records_out long, requests long, throttle_ms long, offset long"
 )
+UNREADABLE_COLUMN = "unreadable string"
 SCHEMAS = {"raw": RAW_SCHEMA, "consumer_offsets": CONSUMER_OFFSETS_SCHEMA, "usage": USAGE_SCHEMA}
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
 EARLIEST, LATEST = -2, -1
+
+logger = logging.getLogger("sluice.spark.source")
 
 
 class SluiceOptionError(ValueError):
@@ -133,8 +142,13 @@ class SluiceDataSource(DataSource):
         topic = self.options.get("topic", "")
         return {CONSUMER_OFFSETS: "consumer_offsets", USAGE: "usage"}.get(topic, "raw")
 
+    def _include_unreadable(self) -> bool:
+        options = {k.lower(): v for k, v in self.options.items()}
+        return self._decode() == "raw" and _bool(options.get("includeunreadable"), False)
+
     def schema(self) -> str:
-        return SCHEMAS[self._decode()]
+        schema = SCHEMAS[self._decode()]
+        return f"{schema}, {UNREADABLE_COLUMN}" if self._include_unreadable() else schema
 
     def reader(self, schema) -> DataSourceReader:
         return SluiceReader({k.lower(): v for k, v in self.options.items()}, self._decode())
@@ -156,6 +170,7 @@ class SluiceReader(DataSourceReader):
         )
         self.fail_on_data_loss = _bool(options.get("failondataloss"), True)
         self.tenant = options.get("tenant") or None
+        self.include_unreadable = decode == "raw" and _bool(options.get("includeunreadable"), False)
 
     def _client(self) -> BrokerClient:
         return BrokerClient(
@@ -220,31 +235,61 @@ class SluiceReader(DataSourceReader):
                 fail_on_data_loss=self.fail_on_data_loss,
                 refresh_leader=refresh,
             )
-            if self.decode == "consumer_offsets":
+            if self.decode != "raw":
+                internal = self.decode == "consumer_offsets"
                 for r, _ in records:
-                    row = decode_offsets_row(r, tenant)
+                    if isinstance(r, UnreadableBatch):
+                        _log_skipped(topic, p, r, tenant)
+                        continue
+                    row = decode_offsets_row(r, tenant) if internal else decode_usage_row(r)
                     if row is not None:
                         yield row
-            elif self.decode == "usage":
-                for r, _ in records:
-                    row = decode_usage_row(r)
-                    if row is not None:
-                        yield row
-            else:
-                for r, tstype in records:
-                    yield (
-                        r.key,
-                        r.value,
-                        topic,
-                        p,
-                        r.offset,
-                        _ms(r.timestamp),
-                        tstype,
-                        [(k, v) for k, v in r.headers],
-                        tenant,
-                    )
+                return
+            marked = self.include_unreadable
+            for r, tstype in records:
+                if isinstance(r, UnreadableBatch):
+                    if marked:
+                        yield (
+                            None,
+                            None,
+                            topic,
+                            p,
+                            r.base_offset,
+                            None,
+                            None,
+                            [],
+                            tenant,
+                            r.reason,
+                        )
+                    else:
+                        _log_skipped(topic, p, r, tenant)
+                    continue
+                row = (
+                    r.key,
+                    r.value,
+                    topic,
+                    p,
+                    r.offset,
+                    _ms(r.timestamp),
+                    tstype,
+                    [(k, v) for k, v in r.headers],
+                    tenant,
+                )
+                yield (*row, None) if marked else row
         finally:
             client.close()
+
+
+def _log_skipped(topic: str, partition: int, bad: UnreadableBatch, tenant: str | None) -> None:
+    logger.warning(
+        "skipped an unreadable batch of %s-%s (tenant %s), offsets %d..%d: %s",
+        topic,
+        partition,
+        tenant or "-",
+        bad.base_offset,
+        bad.last_offset,
+        bad.reason,
+    )
 
 
 def register(spark) -> None:

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from spark.datasource.broker import BrokerClient
@@ -56,11 +56,21 @@ class Source:
 
 
 def read_topic(
-    spark, source: Source, ref: TopicRef, *, since_ms: int | None = None, decode: str | None = None
+    spark,
+    source: Source,
+    ref: TopicRef,
+    *,
+    since_ms: int | None = None,
+    decode: str | None = None,
+    unreadable: bool = False,
 ) -> DataFrame:
-    """One topic through ``format("sluice")``; ``topic`` is the report name, ``tenant`` set."""
+    """One topic through ``format("sluice")``; ``topic`` is the report name, ``tenant`` set.
+    ``unreadable``: batches that cannot be decoded come as rows with a non-null
+    ``unreadable`` column (split off with ``Unreadable``) instead of being skipped silently."""
     r = spark.read.format("sluice").options(**source.options()).option("topic", ref.name)
     r = r.option("tenant", ref.tenant)
+    if unreadable:
+        r = r.option("includeUnreadable", "true")
     if since_ms is not None:
         r = r.option("startingTimestamp", str(since_ms))
     if decode:
@@ -79,6 +89,48 @@ def read_topics(spark, source: Source, refs, **kw) -> DataFrame | None:
     for df in dfs[1:]:
         out = out.unionByName(df)
     return out
+
+
+UNREADABLE_FIELDS = ("tenant", "topic", "partition", "offset", "unreadable")
+
+
+class Unreadable:
+    """The batches a read skipped, gathered in the same pass as the records.
+
+    ``records(df)`` (a read with ``unreadable=True``) returns the records alone and watches
+    the rows standing for unreadable batches with Spark's ``observe``: their fields are
+    collected while the query that consumes the records runs, with no second read of the
+    topics. ``rows()`` is valid once such a query has run (it waits for it otherwise)."""
+
+    def __init__(self) -> None:
+        self._observation: Observation | None = None
+
+    def records(self, df: DataFrame) -> DataFrame:
+        self._observation = Observation("unreadable_batches")
+        bad = F.col("unreadable").isNotNull()
+        observed = df.observe(
+            self._observation,
+            F.collect_list(F.when(bad, F.struct(*UNREADABLE_FIELDS))).alias("batches"),
+        )
+        return observed.where(~bad).drop("unreadable")
+
+    def rows(self) -> list[dict]:
+        """``{tenant, topic, partition, offset, reason}`` per skipped batch, in log order."""
+        if self._observation is None:
+            return []
+        batches = self._observation.get.get("batches") or []
+        out = [
+            {
+                "tenant": b["tenant"],
+                "topic": b["topic"],
+                "partition": b["partition"],
+                "offset": b["offset"],
+                "reason": b["unreadable"],
+            }
+            for b in batches
+        ]
+        out.sort(key=lambda r: (r["tenant"] or "", r["topic"], r["partition"], r["offset"]))
+        return out
 
 
 def rows(df: DataFrame, order: tuple[str, ...] = ()) -> list[dict]:

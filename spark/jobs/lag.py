@@ -1,5 +1,6 @@
 """The consumer-lag job: topics' records and ``__consumer_offsets`` -> lag history (with
-status per sample) and each partition's status now."""
+status per sample) and each partition's status now; batches that could not be read are
+listed under ``unreadable`` (their offsets count toward no log end)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark.datasource.segments import read_segments
-from spark.jobs.common import Source, TopicRef, read_topic, read_topics, rows_by_kind
+from spark.jobs.common import (
+    Source,
+    TopicRef,
+    Unreadable,
+    read_topic,
+    read_topics,
+    rows_by_kind,
+)
 from spark.transforms import lag
 from spark.transforms.burrow_sql import RESULT
 from spark.transforms.retention import segment_forecast
@@ -26,10 +34,13 @@ def run(
     min_stop_ms: int = lag.DEFAULT_MIN_STOP_MS,
     with_segments: bool = True,
 ) -> dict[str, list[dict]]:
-    records = read_topics(spark, source, topics)
+    records = read_topics(spark, source, topics, unreadable=True)
     if records is None:
-        return {"history": [], "status": []}
-    records = records.select("tenant", "topic", "partition", "offset", "timestamp")
+        return {"history": [], "status": [], "unreadable": []}
+    unreadable = Unreadable()
+    records = unreadable.records(records).select(
+        "tenant", "topic", "partition", "offset", "timestamp"
+    )
     commits = read_topic(spark, source, offsets_topic, decode="consumer_offsets")
     commits = commits.withColumn("tenant", F.coalesce(F.col("tenant"), F.lit(""))).where(
         F.col("committed_offset").isNotNull()
@@ -61,6 +72,7 @@ def run(
         window=window,
         min_stop_ms=min_stop_ms,
     )
+    out["unreadable"] = unreadable.rows()
     slices.unpersist()
     commits.unpersist()
     return out

@@ -5,7 +5,7 @@ topics."""
 from __future__ import annotations
 
 from spark.datasource.segments import read_segments
-from spark.jobs.common import Source, TopicRef, read_topics, rows
+from spark.jobs.common import Source, TopicRef, Unreadable, read_topics, rows
 from spark.transforms import retention
 
 
@@ -18,7 +18,7 @@ def run(
     compacted: list[TopicRef] | None = None,
 ) -> dict[str, list[dict]]:
     if not topics:
-        return {"partitions": [], "storage": [], "compaction": []}
+        return {"partitions": [], "storage": [], "compaction": [], "unreadable": []}
     client = source.client()
     try:
         facts = read_segments(spark, client, [(t.name, t.tenant, t.shown) for t in topics])
@@ -33,9 +33,12 @@ def run(
             retention.storage_by_tenant(facts, now_ms=now_ms).orderBy("tenant", "topic")
         ),
         "compaction": [],
+        "unreadable": [],
     }
     if compacted:
-        records = read_topics(spark, source, compacted)
+        unreadable = Unreadable()
+        records = unreadable.records(read_topics(spark, source, compacted, unreadable=True))
         out["compaction"] = rows(retention.compaction(records).orderBy(*retention.TP))
+        out["unreadable"] = unreadable.rows()
     forecast.unpersist()
     return out

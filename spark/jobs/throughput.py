@@ -1,12 +1,12 @@
 """The throughput job: records and bytes per topic and partition per minute and hour, peaks
-and skew."""
+and skew; batches that could not be read are listed under ``unreadable``."""
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark.jobs.common import Source, TopicRef, read_topics, rows_by_kind
+from spark.jobs.common import Source, TopicRef, Unreadable, read_topics, rows_by_kind
 from spark.transforms import throughput
 
 
@@ -18,10 +18,11 @@ def run(
     since_ms: int | None = None,
     hot_factor: float = throughput.HOT_FACTOR,
 ) -> dict[str, list[dict]]:
-    records = read_topics(spark, source, topics, since_ms=since_ms)
+    records = read_topics(spark, source, topics, since_ms=since_ms, unreadable=True)
     if records is None:
-        return {"minute": [], "hour": [], "peaks": [], "skew": []}
-    minute = throughput.per_partition(records, "minute").cache()
+        return {"minute": [], "hour": [], "peaks": [], "skew": [], "unreadable": []}
+    unreadable = Unreadable()
+    minute = throughput.per_partition(unreadable.records(records), "minute").cache()
     client = source.client()
     try:
         counts = [(t.tenant, t.shown, len(client.partitions(t.name))) for t in topics]
@@ -29,6 +30,7 @@ def run(
         client.close()
     partitions = spark.createDataFrame(counts, "tenant string, topic string, partitions int")
     out = results(minute, partitions, hot_factor=hot_factor)
+    out["unreadable"] = unreadable.rows()
     minute.unpersist()
     return out
 

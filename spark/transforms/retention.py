@@ -41,8 +41,11 @@ def segment_forecast(segments: DataFrame, *, now_ms: int) -> DataFrame:
         & (F.col("retention_bytes") >= 0)
         & (F.col("total_bytes") - F.col("cum_bytes") >= F.col("retention_bytes"))
     )
+    # a retention.ms near the int64 limit ("forever") must not overflow the sum
     time_at = F.when(
-        deletes & (F.col("retention_ms") >= 0),
+        deletes
+        & (F.col("retention_ms") >= 0)
+        & (F.col("retention_ms") < F.lit(NEVER) - F.col("largest_timestamp_ms")),
         F.col("largest_timestamp_ms") + F.col("retention_ms") + 1,
     ).otherwise(F.lit(NEVER))
     s = s.withColumn("t_k", F.max(time_at).over(upto))
