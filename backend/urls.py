@@ -32,5 +32,7 @@ urlpatterns = [
     re_path(r"^(?!api/|internal/|ws/|static/|assets/).*$", spa.index, name="console"),
 ]
 
+handler400 = "backend.core.exceptions.json_400"
+handler403 = "backend.core.exceptions.json_403"
 handler404 = "backend.core.exceptions.json_404"
 handler500 = "backend.core.exceptions.json_500"

@@ -11,7 +11,9 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DataError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -62,6 +64,14 @@ class TopicAlreadyExists(Conflict):
     error_code = "TOPIC_ALREADY_EXISTS"
 
 
+class PayloadTooLarge(drf.APIException):
+    """A request body over the control plane's limit (``DATA_UPLOAD_MAX_MEMORY_SIZE``)."""
+
+    status_code = 413
+    default_detail = "the request body is too large"
+    default_code = "payload_too_large"
+
+
 class OrganisationRequired(ApplicationError):
     status_code = 400
     error_code = "ORGANISATION_REQUIRED"
@@ -76,6 +86,7 @@ _DRF_CODES: list[tuple[type[Exception], str]] = [
     (drf.NotAcceptable, "NOT_ACCEPTABLE"),
     (drf.UnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE"),
     (drf.Throttled, "THROTTLED"),
+    (PayloadTooLarge, "PAYLOAD_TOO_LARGE"),
     (drf.ParseError, "INVALID_REQUEST"),
     (drf.ValidationError, "INVALID_REQUEST"),
 ]
@@ -117,6 +128,15 @@ def exception_handler(exc: Exception, context: dict) -> Response:
                 error_body("INVALID_REQUEST", "the request has invalid fields", fields), 400
             )
         return Response(error_body("INVALID_REQUEST", "; ".join(exc.messages)), 400)
+    if isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge(too_large_message())
+    elif isinstance(exc, SuspiciousOperation):
+        exc = drf.ParseError("the request is malformed")
+    elif isinstance(exc, RecursionError | OverflowError | DataError):
+        # input a view could not handle (nested too deep, a number out of range): the
+        # client's doing, so a 400, and logged as a warning without a traceback
+        logger.warning("refused a request: %s", type(exc).__name__)
+        exc = drf.ParseError("the request holds a value out of range or nested too deep")
     if isinstance(exc, Http404):
         exc = drf.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -151,6 +171,22 @@ def exception_handler(exc: Exception, context: dict) -> Response:
     return Response(
         error_body("INTERNAL_ERROR", "an unexpected error occurred; it has been logged"), 500
     )
+
+
+def too_large_message() -> str:
+    from django.conf import settings
+
+    return f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes"
+
+
+def json_400(request, exception=None):  # Django ``handler400`` (e.g. an unknown Host)
+    if isinstance(exception, RequestDataTooBig):
+        return JsonResponse(error_body("PAYLOAD_TOO_LARGE", too_large_message()), status=413)
+    return JsonResponse(error_body("INVALID_REQUEST", "the request is malformed"), status=400)
+
+
+def json_403(request, exception=None):  # Django ``handler403``
+    return JsonResponse(error_body("PERMISSION_DENIED", "permission denied"), status=403)
 
 
 def json_404(request, exception=None):  # Django ``handler404`` for non-API paths

@@ -6,7 +6,29 @@ other undeclared field is a 400 that names the field, rather than being silently
 
 from __future__ import annotations
 
+from django.core.validators import MaxValueValidator, MinValueValidator
 from rest_framework import serializers
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _bound_integers(field: serializers.Field) -> None:
+    """Give an integer field without bounds the int64 range (the database's BIGINT and
+    Kafka's int64): a larger number is a 400 naming the field, not a database error."""
+    if isinstance(field, serializers.ListField | serializers.DictField):
+        _bound_integers(field.child)
+        return
+    if not isinstance(field, serializers.IntegerField):
+        return
+    if field.max_value is None:
+        field.max_value = INT64_MAX
+        message = field.error_messages["max_value"].format(max_value=INT64_MAX)
+        field.validators.append(MaxValueValidator(INT64_MAX, message=message))
+    if field.min_value is None:
+        field.min_value = INT64_MIN
+        message = field.error_messages["min_value"].format(min_value=INT64_MIN)
+        field.validators.append(MinValueValidator(INT64_MIN, message=message))
+
 
 PROTECTED_FIELDS = {
     "organisation",
@@ -29,7 +51,14 @@ PROTECTED_FIELDS = {
 
 
 class StrictSerializer(serializers.Serializer):
-    """Input serializer: unknown or protected fields are a validation error naming them."""
+    """Input serializer: unknown or protected fields are a validation error naming them;
+    integer fields stay within int64."""
+
+    def get_fields(self):
+        fields = super().get_fields()
+        for field in fields.values():
+            _bound_integers(field)
+        return fields
 
     def to_internal_value(self, data):
         if isinstance(data, dict):

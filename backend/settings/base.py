@@ -38,6 +38,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "backend.core.middleware.RequestSizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "backend.console.middleware.ContentSecurityPolicyMiddleware",
@@ -48,6 +49,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# The largest request body (bytes): larger is 413 PAYLOAD_TOO_LARGE on every route.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("SLUICE_MAX_REQUEST_BYTES", str(2621440)))
 
 ROOT_URLCONF = "backend.urls"
 WSGI_APPLICATION = "backend.wsgi.application"
@@ -113,7 +117,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # bounded in size (DATA_UPLOAD_MAX_MEMORY_SIZE) and nesting depth: backend/core/parsers.py
+    "DEFAULT_PARSER_CLASSES": ["backend.core.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "backend.core.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "backend.core.schema.SluiceAutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",

@@ -240,7 +240,15 @@ def service_account_update(
 
 @transaction.atomic
 def service_account_delete(*, ctx: RequestContext, service_account: ServiceAccount) -> None:
-    """Deleting a service account deletes (and so revokes) its API keys at once."""
+    """Deleting a service account deletes (and so revokes) its API keys at once. A key may
+    not delete its own account: the request would remove the actor its audit event names
+    (another admin, or a person in the console, does it)."""
+    if ctx.service_account is not None and ctx.service_account.pk == service_account.pk:
+        raise Conflict(
+            "an API key cannot delete its own service account; deactivate it "
+            "(PATCH is_active=false) or delete it with another admin's key or the console",
+            {"service_account_id": ["this is the calling key's own service account"]},
+        )
     before = service_account_snapshot(service_account)
     sid = service_account.id
     cluster.publish_service_account_keys(service_account, deleted=True)
