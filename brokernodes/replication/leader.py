@@ -263,6 +263,12 @@ class LeaderState:
         p.log_end_offset = fetch_offset
         p.last_fetch_leader_log_end_offset = leo
         p.last_fetch_time_ms = now_ms
+        if replica_id in self.isr and fetch_offset < self.high_watermark:
+            # An ISR member fetching below the HW no longer holds committed records (its
+            # log was repaired or lost its tail): out of the ISR at once, not after the lag
+            # time, so no election picks it before it has fetched them again.
+            proposal = None if self.pending is not None else self._propose(self.isr - {replica_id})
+            return FetchUpdate(False, proposal)
         proposal = self._maybe_expand_isr(p)
         return FetchUpdate(self.maybe_advance_high_watermark(), proposal)
 
@@ -292,6 +298,7 @@ class LeaderState:
             if (
                 p is None
                 or r in self.ineligible
+                or UNKNOWN_OFFSET < p.log_end_offset < self.high_watermark
                 or (
                     p.log_end_offset != self.log_end_offset
                     and now_ms - p.last_caught_up_time_ms > self.replica_lag_time_max_ms

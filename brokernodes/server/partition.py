@@ -10,9 +10,11 @@ the epoch cache, Kafka's ``maybeAssignEpochStartOffset``).
 As leader:
 
 - ``append_as_leader`` refuses acks=all with NOT_ENOUGH_REPLICAS while the committed ISR is
-  under ``min.insync.replicas``, deduplicates idempotent batches, appends with this leader's
-  epoch stamped on every batch, and for acks=all waits until the high watermark passes the
-  append (a duplicate waits for its original offsets too), failing with
+  under ``min.insync.replicas``, deduplicates idempotent batches one by one (a retried
+  request whose first batches are here already answers those from the producer state and
+  appends the rest; each batch of a several-batch request gets its own offsets), appends
+  with this leader's epoch stamped on every batch, and for acks=all waits until the high
+  watermark passes the append (a duplicate waits for its original offsets too), failing with
   NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR falls under min ISR, NOT_LEADER_OR_FOLLOWER
   if leadership moves, REQUEST_TIMED_OUT after the timeout: never an acknowledgement then.
 - ``on_replica_fetch`` validates a follower's fetch (leader epoch, KIP-320) and feeds its
@@ -22,9 +24,12 @@ As leader:
 - ``read`` caps consumers at the high watermark; replicas read to the log end.
 
 As follower: ``append_as_follower`` keeps the leader's offsets and epochs
-(``PartitionLog.append(assign_offsets=False)``), ``truncate_to`` /
-``truncate_fully_and_start_at`` follow the fetcher's KIP-101/279 decisions; the producer
-state follows both, so a follower that becomes leader deduplicates retries.
+(``PartitionLog.append(assign_offsets=False)``) and applies a fetch answer only while the
+log end still equals the offset it was fetched from (Kafka's fetcher check): a truncation in
+between (``truncate_to`` / ``truncate_fully_and_start_at`` for the fetcher's KIP-101/279
+decisions, or the scrubber's repair) bumps ``log_generation`` and wakes the fetch in flight,
+whose answer is then dropped and fetched again. The producer state follows appends and
+truncations, so a follower that becomes leader deduplicates retries.
 
 Threading: producer state, roles and waiters live on the event loop. ``PartitionLog`` is
 thread-safe; appends and truncations that may fsync run in a worker thread.
@@ -49,8 +54,8 @@ from brokernodes.errors import (
     OffsetOutOfRangeError,
     RequestTimedOutError,
 )
-from brokernodes.records.batch import decode_batch
-from brokernodes.records.header import BatchHeader, iter_batches
+from brokernodes.records.compression import INFLATION_RATIO
+from brokernodes.records.header import LOG_OVERHEAD, BatchHeader, iter_batches
 from brokernodes.replication import errors as codes
 from brokernodes.replication.errors import NotEnoughReplicasAfterAppendError
 from brokernodes.replication.follower import FollowerState
@@ -62,10 +67,11 @@ from brokernodes.replication.leader import (
 )
 from brokernodes.server.hw_checkpoint import read_high_watermark, write_high_watermark
 from brokernodes.server.metadata import PartitionInfo
+from brokernodes.server.produce_checks import check_produce
 from brokernodes.server.replication_errors import error_for
 from brokernodes.storage.config import MAX_LONG
 from brokernodes.storage.log import AppendInfo, FetchData, PartitionLog
-from brokernodes.storage.producer_state import ProducerStateManager
+from brokernodes.storage.producer_state import BatchMetadata, ProducerStateManager
 
 logger = logging.getLogger("sluice.broker.partition")
 
@@ -104,6 +110,9 @@ class AppendResult:
     record_count: int
     bytes: int
     duplicate: bool = False
+    # one (base offset, last offset, duplicate) per batch of a request of several batches,
+    # in request order: each batch's own outcome (None for a one-batch request)
+    batches: list[tuple[int, int, bool]] | None = None
 
 
 class Partition:
@@ -128,6 +137,7 @@ class Partition:
         self.info = info
         self.broker_epoch = broker_epoch
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.inflation_ratio = INFLATION_RATIO  # the broker's max.inflation.ratio
         self.leader_state: LeaderState | None = None
         self.follower: FollowerState | None = None
         # ISR changes to send to the controller (set by the replica manager)
@@ -146,6 +156,10 @@ class Partition:
         self._data_arrived: list[asyncio.Future[None]] | None = None
         self._appended: list[asyncio.Future[None]] | None = None
         self._changed: list[asyncio.Future[None]] | None = None
+        # bumped by every truncation; a replica fetch answer is applied only in the
+        # generation it was fetched in (append_as_follower)
+        self.log_generation = 0
+        self._truncated: list[asyncio.Future[None]] | None = None
         self.closed = False
         self.checkpointed_hw = log.high_watermark
         self.apply_metadata(info, min_insync_replicas=min_insync_replicas)
@@ -393,18 +407,6 @@ class Partition:
         waited = newest - rolling if rolling >= 0 else int(time.time() * 1000) - active.created_ms
         return waited + ROLL_MARGIN_MS > c.segment_ms
 
-    def _check_compacted(self, buf: bytearray, headers: list[BatchHeader]) -> None:
-        """Compacted topics refuse keyless records (Kafka decodes these batches too)."""
-        for h in headers:
-            for r in decode_batch(buf, h.position, verify_crc=False).records:
-                if r.key is None:
-                    raise InvalidRecordError(
-                        f"topic {self.topic!r} is compacted (cleanup.policy="
-                        f"{self.log.config.cleanup_policy}): every record needs a key; "
-                        f"the record at offset delta {r.offset - h.base_offset} of the batch "
-                        f"at byte {h.position} has none"
-                    )
-
     async def append_as_leader(
         self, buf: bytearray, *, acks: int = 1, timeout: float = 30.0
     ) -> AppendResult:
@@ -423,9 +425,11 @@ class Partition:
         if not headers:
             raise InvalidRecordError("the request holds no record batch")
         idempotent = any(h.producer_id >= 0 for h in headers)
-        if config.compact_enabled:
-            self._check_compacted(buf, headers)
+        outcomes: list[BatchMetadata | None] | None = None
+        info: AppendInfo | None = None
         async with self._append_lock:
+            # records inside each batch (Kafka's LogValidator); under the lock: keeps order
+            await check_produce(buf, headers, config, self.inflation_ratio)
             ls = self._require_leader()
             if ls.check_append(acks) != codes.NONE:
                 raise NotEnoughReplicasError(
@@ -434,26 +438,80 @@ class Partition:
                     f"{ls.min_insync_replicas}; an acks=all produce is refused (nothing was "
                     f"appended). Retry when the replicas catch up, or use acks=1"
                 )
-            dup = self.producer_state.check_batches(headers) if idempotent else None
-            if dup is None:
+            if idempotent:
+                outcomes = self.producer_state.analyze_batches(headers)
+                if not any(o is not None for o in outcomes):
+                    outcomes = None  # every batch is new: the usual append
+            if outcomes is None:
                 info = await self._append_locked(ls, buf, headers, idempotent)
-        if dup is not None:
-            # A retry of batches already here: answer with their offsets, but for acks=all
-            # only once they are committed (Kafka's delayed produce does the same).
+            elif not all(o is not None for o in outcomes):
+                # a retry whose first batches are here already: append only the new ones
+                fresh = bytearray().join(
+                    buf[h.position : h.position + h.batch_length + LOG_OVERHEAD]
+                    for h, o in zip(headers, outcomes, strict=True)
+                    if o is None
+                )
+                info = await self._append_locked(ls, fresh, list(iter_batches(fresh)), True)
+        if info is not None:
+            self._wake_appended()
+        if outcomes is None:
+            assert info is not None
             if acks == -1:
-                await self._wait_acks(ls, dup.last_offset, timeout)
+                await self._wait_acks(ls, info.last_offset, timeout)
             return AppendResult(
-                dup.first_offset, dup.last_offset, self.log.log_start_offset, 0, 0, True
+                info.first_offset,
+                info.last_offset,
+                info.log_start_offset,
+                info.record_count,
+                info.valid_bytes,
+                batches=self._contiguous_outcomes(headers, info.first_offset),
             )
-        self._wake_appended()
+        return await self._answer_with_duplicates(ls, headers, outcomes, info, acks, timeout)
+
+    @staticmethod
+    def _contiguous_outcomes(
+        headers: list[BatchHeader], base: int
+    ) -> list[tuple[int, int, bool]] | None:
+        """Per-batch offsets of batches appended together (None for a single batch)."""
+        if len(headers) == 1:
+            return None
+        out = []
+        for h in headers:
+            out.append((base, base + h.last_offset_delta, False))
+            base += h.last_offset_delta + 1
+        return out
+
+    async def _answer_with_duplicates(
+        self,
+        ls: LeaderState,
+        headers: list[BatchHeader],
+        outcomes: list[BatchMetadata | None],
+        info: AppendInfo | None,
+        acks: int,
+        timeout: float,
+    ) -> AppendResult:
+        """A request some of whose batches are already in the log: each duplicate answers
+        with its original offsets (from the producer state), each new batch with the offsets
+        it was appended at; for acks=all only once every one of them is committed (Kafka's
+        delayed produce waits for a duplicate too)."""
+        batches: list[tuple[int, int, bool]] = []
+        base = info.first_offset if info is not None else -1
+        for h, o in zip(headers, outcomes, strict=True):
+            if o is not None:
+                batches.append((o.first_offset, o.last_offset, True))
+            else:
+                batches.append((base, base + h.last_offset_delta, False))
+                base += h.last_offset_delta + 1
         if acks == -1:
-            await self._wait_acks(ls, info.last_offset, timeout)
+            await self._wait_acks(ls, max(b[1] for b in batches), timeout)
         return AppendResult(
-            info.first_offset,
-            info.last_offset,
-            info.log_start_offset,
-            info.record_count,
-            info.valid_bytes,
+            batches[0][0],
+            batches[-1][1],
+            self.log.log_start_offset,
+            info.record_count if info is not None else 0,
+            info.valid_bytes if info is not None else 0,
+            info is None,
+            batches if len(batches) > 1 else None,
         )
 
     async def _append_locked(
@@ -565,35 +623,65 @@ class Partition:
 
     # --- follower ----------------------------------------------------------------------
 
-    async def append_as_follower(self, buf: bytes | bytearray) -> int:
-        """Append the leader's batches as they are (offsets and epochs kept); returns the
-        new log end offset."""
+    async def append_as_follower(
+        self, buf: bytes | bytearray, fetch_offset: int, log_generation: int
+    ) -> bool:
+        """Append the leader's batches as they are (offsets and epochs kept), answered to a
+        fetch from ``fetch_offset`` sent while the log was at ``log_generation``.
+
+        Returns False, appending nothing, when the log moved since (a truncation, or its end
+        is no longer ``fetch_offset``): the caller fetches again from the new log end.
+        Storage refuses a batch that does not start at the log end (a gap) in any case.
+        """
         headers = list(iter_batches(buf, verify_crc=False))
-        if not headers:
-            return self.log.log_end_offset
         async with self._append_lock:
             if self.leader_state is not None:
                 raise NotLeaderOrFollowerError(
                     f"{self.topic}-{self.partition} is led here; a follower append is refused"
                 )
+            if self.log_generation != log_generation or self.log.log_end_offset != fetch_offset:
+                return False
+            if not headers:
+                return True
             try:
                 if self._may_block(len(buf), headers):
-                    await asyncio.to_thread(self.log.append, buf, assign_offsets=False)
+                    await asyncio.to_thread(
+                        self.log.append, buf, assign_offsets=False, expected_offset=fetch_offset
+                    )
                 else:
-                    self.log.append(buf, assign_offsets=False)
+                    self.log.append(buf, assign_offsets=False, expected_offset=fetch_offset)
             except KafkaStorageError as e:
                 self._storage_failed(e)
                 raise
             for h in headers:
                 self.producer_state.update(h)
         self._wake_appended()
-        return self.log.log_end_offset
+        return True
+
+    def _log_truncated(self) -> None:
+        """A truncation moved the log end back: fence every fetch answer in flight."""
+        self.log_generation += 1
+        self._release(self._truncated)
+        self._truncated = None
+
+    async def wait_for_truncation(self) -> None:
+        """Returns when the log is next truncated (the fetcher races its fetch with it)."""
+        if self._truncated is None:
+            self._truncated = []
+        fut = asyncio.get_running_loop().create_future()
+        self._truncated.append(fut)
+        try:
+            await fut
+        finally:
+            if self._truncated is not None and fut in self._truncated:
+                self._truncated.remove(fut)
 
     async def truncate_to(self, offset: int) -> None:
         async with self._append_lock:
             if self.leader_state is not None:
                 return
             if await asyncio.to_thread(self.log.truncate_to, offset):
+                self._log_truncated()
                 self.producer_state.truncate_to(self.log.log_end_offset)
                 logger.info("%s-%d: truncated to offset %d", self.topic, self.partition, offset)
 
@@ -602,6 +690,7 @@ class Partition:
             if self.leader_state is not None:
                 return
             await asyncio.to_thread(self.log.truncate_fully_and_start_at, offset)
+            self._log_truncated()
             self.producer_state.truncate_fully_and_start_at(offset)
             logger.info(
                 "%s-%d: log restarted empty at offset %d", self.topic, self.partition, offset
@@ -688,3 +777,5 @@ class Partition:
         self._wake_fetchers()
         self._wake_appended()
         self._wake_changed()
+        self._release(self._truncated)
+        self._truncated = None

@@ -11,8 +11,11 @@ drives the partition's ``FollowerState``:
    epoch at or below ours. Never by the local high watermark.
 2. **Fetching.** The leader's binary fetch with ``replica_id``, ``current_leader_epoch`` and
    ``broker_epoch`` from the log end offset; append the batches as they are (the leader's
-   offsets and epochs), take the leader's high watermark. The fetch offset is how the leader
-   learns this replica's log end offset. OFFSET_OUT_OF_RANGE applies Kafka's
+   offsets and epochs), take the leader's high watermark. An answer is applied only while
+   the log still ends at the offset it was fetched from, in the same truncation generation
+   (Kafka's offset-mismatch check): a truncation while the fetch waits (the scrubber's
+   repair) cancels it, and the next fetch starts from the new log end. The fetch offset is
+   how the leader learns this replica's log end offset. OFFSET_OUT_OF_RANGE applies Kafka's
    ``handleOutOfRangeError``; FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH /
    NOT_LEADER_OR_FOLLOWER go back to truncating after a backoff (new metadata restarts the
    follower with the new leader and epoch).
@@ -59,6 +62,7 @@ class ReplicaFetcher:
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=manager.connect_timeout_s),
         )
         self.tasks: dict[tuple[str, int], asyncio.Task] = {}
+        self.fenced_fetches = 0  # answers dropped because the log moved while they waited
 
     def add(self, p: Partition) -> None:
         key = (p.log.directory, p.partition)
@@ -211,18 +215,26 @@ class ReplicaFetcher:
         url = self._leader_url() + FETCH_PATH.format(
             topic=quote(p.info.topic, safe=""), partition=p.partition
         )
-        status, headers, body = await self._get(
-            url,
-            {
-                "offset": str(request.fetch_offset),
-                "replica_id": str(m.broker_id),
-                "current_leader_epoch": str(request.current_leader_epoch),
-                "broker_epoch": str(m.broker_epoch()),
-                "max_wait_ms": str(m.max_wait_ms),
-                "max_bytes": str(m.max_bytes),
-            },
-            m.max_wait_ms / 1000 + m.request_timeout_s,
+        generation = p.log_generation
+        answer = await self._unless_truncated(
+            p,
+            self._get(
+                url,
+                {
+                    "offset": str(request.fetch_offset),
+                    "replica_id": str(m.broker_id),
+                    "current_leader_epoch": str(request.current_leader_epoch),
+                    "broker_epoch": str(m.broker_epoch()),
+                    "max_wait_ms": str(m.max_wait_ms),
+                    "max_bytes": str(m.max_bytes),
+                },
+                m.max_wait_ms / 1000 + m.request_timeout_s,
+            ),
         )
+        if answer is None:
+            self.fenced_fetches += 1
+            return  # the log was truncated (a repair) while the fetch waited: fetch again
+        status, headers, body = answer
         if status != 200:
             error = self._error(status, body)
             if error.code == "OFFSET_OUT_OF_RANGE":
@@ -245,11 +257,39 @@ class ReplicaFetcher:
             raise error
         if p.follower is not follower or follower.leader_epoch != request.current_leader_epoch:
             return  # the role changed while fetching: drop the answer
-        if body:
-            await asyncio.shield(p.append_as_follower(body))
+        # Applied only if the log still ends where it was fetched from (Kafka's fetcher
+        # refuses an answer for another offset): a truncation meanwhile drops it.
+        if not await asyncio.shield(p.append_as_follower(body, request.fetch_offset, generation)):
+            self.fenced_fetches += 1
+            logger.info(
+                "%s-%d: dropped a fetch answer for offset %d: the log now ends at %d",
+                p.topic,
+                p.partition,
+                request.fetch_offset,
+                p.log.log_end_offset,
+            )
+            return
         hw = headers.get("Sluice-High-Watermark")
         if hw is not None:
             p.set_follower_high_watermark(int(hw))
+
+    @staticmethod
+    async def _unless_truncated(p: Partition, fetch) -> tuple[int, dict, bytes] | None:
+        """The fetch's answer, or None (the fetch cancelled) once the log is truncated
+        while it waits in the leader's long poll."""
+        request = asyncio.ensure_future(fetch)
+        truncated = asyncio.ensure_future(p.wait_for_truncation())
+        try:
+            await asyncio.wait((request, truncated), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            truncated.cancel()
+            if not request.done():
+                request.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await request
+        if request.cancelled():
+            return None
+        return request.result()
 
 
 class ReplicaFetcherManager:

@@ -392,14 +392,20 @@ class PartitionLog:
         assign_offsets: bool = True,
         leader_epoch: int | None = None,
         now_ms: int | None = None,
+        expected_offset: int | None = None,
     ) -> AppendInfo:
         """Append whole RecordBatch v2 batches, all or nothing.
 
         As leader (``assign_offsets=True``) base offsets are rewritten in place from the log
         end offset and, with ``leader_epoch``, every batch's partition leader epoch is set; a
         writable ``bytearray``/``memoryview`` is modified in place, ``bytes`` are copied once.
-        As follower (``assign_offsets=False``) offsets and epochs are kept but must be
-        monotonic and start at or after the log end offset. Every batch is validated first
+        As follower (``assign_offsets=False``) offsets and epochs are kept; the first batch
+        must start at the log end offset and each next one right after the one before (a
+        gap is refused: the log would claim offsets it never held). A compacted log may
+        skip offsets between batches, as the leader's cleaner removed them, but never
+        below the log end. ``expected_offset``, when given, is the log end offset the
+        caller read the batches for (a follower's fetch offset); a log whose end moved
+        since refuses them. Every batch is validated first
         (length, magic, CRC-32C, ``max.message.bytes``); any bad batch refuses the whole
         request with an error naming it, and nothing is written.
         """
@@ -407,6 +413,12 @@ class PartitionLog:
             self._check_open()
             now = self._clock() if now_ms is None else now_ms
             info = self._append_single_batch(records, leader_epoch, now) if assign_offsets else None
+            if expected_offset is not None and expected_offset != self._log_end_offset:
+                raise InvalidRecordError(
+                    f"batches fetched for offset {expected_offset} reach a log that ends at "
+                    f"{self._log_end_offset}: it was truncated or appended to meanwhile; "
+                    f"nothing was appended"
+                )
             if info is None:
                 prepared = self._validate(records, assign_offsets, leader_epoch)
                 info = self._append_prepared(prepared, leader_epoch, now)
@@ -507,6 +519,7 @@ class PartitionLog:
         bases = prepared.bases
         epochs = prepared.epochs
         max_bytes = self._config.max_message_bytes
+        compacted = self._config.compact_enabled
         next_offset = self._log_end_offset
         pos = 0
         index = 0
@@ -531,12 +544,13 @@ class PartitionLog:
                 base = next_offset
             else:
                 base = h.base_offset
-                if base < next_offset:
+                if base < next_offset or (base > next_offset and not compacted):
                     what = "the log end offset" if index == 0 else "the previous batch's end"
+                    how = "below" if base < next_offset else "past"
                     raise InvalidRecordError(
                         f"batch {index} of the request (byte {pos}) has base offset {base}, "
-                        f"below {what} {next_offset}: replicated offsets must increase; "
-                        f"nothing was appended"
+                        f"{how} {what} {next_offset}: replicated offsets must continue the "
+                        f"log without a gap; nothing was appended"
                     )
                 epochs.append(h.partition_leader_epoch)
             next_offset = base + delta + 1

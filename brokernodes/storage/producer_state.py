@@ -246,16 +246,32 @@ class ProducerStateManager:
         return self.check_batches((header,))
 
     def check_batches(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
-        """``check`` for the batches of one produce request to this partition, in order.
+        """``check`` for a request that must be all duplicates or all new: the first
+        duplicate's metadata, or None when every batch may be appended. A request mixing the
+        two is for ``analyze_batches``."""
+        for outcome in self.analyze_batches(headers):
+            if outcome is not None:
+                return outcome
+        return None
 
-        Each batch is validated against the state the earlier ones will leave, as Kafka does
-        for a multi-batch request. If any batch is a duplicate its metadata is returned and
-        the request must not be appended (Kafka's ``analyzeAndValidateProducerState``).
+    def analyze_batches(self, headers: Iterable[BatchHeader]) -> list[BatchMetadata | None]:
+        """Each batch's outcome for one produce request to this partition, in order: its
+        original ``BatchMetadata`` when it is already in the log (answer with those offsets,
+        do not append it), None when it is new and may be appended.
+
+        Every new batch is validated against the state the batches before it leave (Kafka's
+        ``analyzeAndValidateProducerState``), so ``[b1, b2]`` with only ``b1`` in the log
+        answers ``b1`` from the producer state and appends ``b2``. A batch of a producer
+        found in the log *after* a new batch of the same producer in the request is out of
+        order (its sequences go back). Raises as ``check`` does, for the whole request;
+        changes nothing.
         """
         pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last seq) so far
+        outcomes: list[BatchMetadata | None] = []
         for header in headers:
             producer_id = header.producer_id
             if producer_id <= NO_PRODUCER_ID:
+                outcomes.append(None)
                 continue
             epoch = header.producer_epoch
             first_seq = header.base_sequence
@@ -266,10 +282,18 @@ class ProducerStateManager:
                 )
             last_seq = last_sequence(header)
             entry = self._producers.get(producer_id)
-            if entry is not None:
-                duplicate = entry.find_duplicate(epoch, first_seq, last_seq)
-                if duplicate is not None:
-                    return duplicate
+            duplicate = (
+                entry.find_duplicate(epoch, first_seq, last_seq) if entry is not None else None
+            )
+            if duplicate is not None:
+                if producer_id in pending:
+                    raise OutOfOrderSequenceError(
+                        f"producer {producer_id} epoch {epoch}: a batch with sequences "
+                        f"{first_seq}..{last_seq}, already in the log, follows a new batch of "
+                        f"the same producer in one request; sequences must rise"
+                    )
+                outcomes.append(duplicate)
+                continue
             if producer_id in pending:
                 current_epoch, current_last_seq = pending[producer_id]
             elif entry is not None:
@@ -278,7 +302,8 @@ class ProducerStateManager:
                 current_epoch, current_last_seq = NO_PRODUCER_EPOCH, NO_SEQUENCE
             _validate(producer_id, epoch, first_seq, current_epoch, current_last_seq)
             pending[producer_id] = (epoch, last_seq)
-        return None
+            outcomes.append(None)
+        return outcomes
 
     def update(self, header: BatchHeader, *, base_offset: int | None = None) -> None:
         """Fold in a batch that is now in the log, at ``base_offset`` if given.

@@ -277,3 +277,19 @@ def test_zombie_leader_never_acknowledges():
         assert ls.validate_fetch(r, 6) != errors.NONE
     assert ls.check_acks_all(14) is AckStatus.PENDING
     assert ls.high_watermark == 10
+
+
+def test_isr_member_fetching_below_the_hw_leaves_the_isr_at_once():
+    """A follower whose log was cut below the HW (a scrubber repair) no longer holds
+    committed records: it is proposed out at once, not after the lag time, and stays out of
+    sync until it fetches from the HW again."""
+    ls = leader()
+    ls.update_follower_fetch(1, 10, 1)
+    ls.update_follower_fetch(2, 10, 1)
+    assert ls.high_watermark == 10
+    update = ls.update_follower_fetch(2, 4, 2)  # well within the lag time
+    assert update.alter_partition is not None and update.alter_partition.isr == (0, 1)
+    assert not update.high_watermark_changed
+    assert ls.out_of_sync_replicas(2) == frozenset({2})
+    ls.pending = None  # the change was refused: the expiration pass proposes it again
+    assert ls.maybe_shrink_isr(3).isr == (0, 1)

@@ -174,7 +174,8 @@ def test_losing_leadership_fails_waiting_produces_and_follows_the_new_leader(tmp
         leader_batch = bytearray(batch("x", "y", pid=9, seq=0))
         set_base_offset(leader_batch, 0, 0)
         set_partition_leader_epoch(leader_batch, 0, 1)
-        assert await p.append_as_follower(bytes(leader_batch)) == 2
+        assert await p.append_as_follower(bytes(leader_batch), 0, p.log_generation)
+        assert p.log.log_end_offset == 2
         got = decode_batch(p.read(0, 1 << 20, replica_id=1).read_bytes(), 0)
         assert got.header.partition_leader_epoch == 1
         assert [r.value for r in got.records] == [b"x", b"y"]
@@ -191,7 +192,7 @@ def test_becoming_leader_assigns_the_epoch_at_the_log_end(tmp_path):
         p = open_partition(tmp_path, info(leader=2, epoch=1))
         leader_batch = bytearray(batch("x"))
         set_partition_leader_epoch(leader_batch, 0, 1)
-        await p.append_as_follower(bytes(leader_batch))
+        assert await p.append_as_follower(bytes(leader_batch), 0, p.log_generation)
         assert p.apply_metadata(info(leader=1, epoch=4), min_insync_replicas=2) == "leader"
         assert [tuple(e) for e in p.log.leader_epoch_cache.entries] == [(1, 0), (4, 1)]
         p.log.close()
@@ -311,3 +312,70 @@ def test_the_high_watermark_survives_a_restart(tmp_path):
         again.log.close()
 
     run(scenario())
+
+
+def _leader_batches(*counts: int, base: int = 0, epoch: int = 0) -> bytes:
+    out = bytearray()
+    for n in counts:
+        b = batch(*(f"v{base + i}" for i in range(n)))
+        set_base_offset(b, 0, base)
+        set_partition_leader_epoch(b, 0, epoch)
+        out += b
+        base += n
+    return bytes(out)
+
+
+def test_a_fetch_answer_for_a_log_truncated_meanwhile_is_dropped(tmp_path):
+    """The fetch was sent from offset 4; the scrubber cut the log to 2 while it waited: the
+    answer (offsets 4..) must not land after the cut, and the waiting fetch is woken."""
+
+    async def scenario():
+        p = open_partition(tmp_path, info(leader=2, epoch=0))
+        assert await p.append_as_follower(_leader_batches(2, 2), 0, p.log_generation)
+        fetched_at, generation = p.log.log_end_offset, p.log_generation
+        waiting = asyncio.create_task(p.wait_for_truncation())
+        await asyncio.sleep(0)
+        await p.truncate_to(2)
+        await asyncio.wait_for(waiting, 1)
+        assert not await p.append_as_follower(_leader_batches(3, base=4), fetched_at, generation)
+        assert p.log.log_end_offset == 2
+        # fetched again from the new log end, the same records continue the log
+        assert await p.append_as_follower(_leader_batches(2, 3, base=2), 2, p.log_generation)
+        assert p.log.log_end_offset == 7
+        p.log.close()
+
+    run(scenario())
+
+
+def test_each_batch_of_a_retried_request_gets_its_own_outcome(tmp_path):
+    """[b1] then [b1, b2]: b1 is answered from the producer state with its offsets, b2 is
+    appended (the old code answered both as b1's duplicate and b2 was never stored)."""
+
+    async def scenario():
+        p = open_partition(tmp_path, info(), min_isr=1)
+        first = await p.append_as_leader(batch("a", "b", pid=7, seq=0), acks=1)
+        assert (first.base_offset, first.last_offset, first.duplicate) == (0, 1, False)
+        assert first.batches is None
+        retry = batch("a", "b", pid=7, seq=0) + batch("c", pid=7, seq=2)
+        result = await p.append_as_leader(retry, acks=1)
+        assert result.batches == [(0, 1, True), (2, 2, False)]
+        assert not result.duplicate and result.record_count == 1
+        values = [r.value for r in decode_batches(p.read(0, 1 << 20, replica_id=2))]
+        assert values == [b"a", b"b", b"c"]
+        again = await p.append_as_leader(retry, acks=1)  # both here now: both duplicates
+        assert again.duplicate and again.batches == [(0, 1, True), (2, 2, True)]
+        two = await p.append_as_leader(batch("d", pid=7, seq=3) + batch("e", pid=7, seq=4))
+        assert two.batches == [(3, 3, False), (4, 4, False)]
+        p.log.close()
+
+    run(scenario())
+
+
+def decode_batches(data) -> list:
+    raw = data.read_bytes()
+    pos, records = 0, []
+    while pos < len(raw):
+        b = decode_batch(raw, pos)
+        records.extend(b.records)
+        pos += b.header.batch_length + 12
+    return records

@@ -171,11 +171,11 @@ def test_empty_request_and_bad_counts_refused(log):
 
 def test_follower_keeps_offsets_and_epochs(log):
     log.append(make_batch(2, base_offset=0, epoch=1), assign_offsets=False)
-    log.append(make_batch(2, base_offset=10, epoch=3), assign_offsets=False)  # a gap is fine
-    assert log.log_end_offset == 12
-    assert log.leader_epoch_cache.entries == [(1, 0), (3, 10)]
+    log.append(make_batch(2, base_offset=2, epoch=3), assign_offsets=False)
+    assert log.log_end_offset == 4
+    assert log.leader_epoch_cache.entries == [(1, 0), (3, 2)]
     heads = [read_header(b) for b in split_batches(log.read(0, 1 << 20).read_bytes())]
-    assert [(h.base_offset, h.partition_leader_epoch) for h in heads] == [(0, 1), (10, 3)]
+    assert [(h.base_offset, h.partition_leader_epoch) for h in heads] == [(0, 1), (2, 3)]
 
 
 def test_follower_rejects_offsets_going_backwards(log):
@@ -184,16 +184,49 @@ def test_follower_rejects_offsets_going_backwards(log):
         log.append(make_batch(1, base_offset=1), assign_offsets=False)
     with pytest.raises(InvalidRecordError, match="previous batch"):
         log.append(
-            make_batch(2, base_offset=5) + make_batch(1, base_offset=6), assign_offsets=False
+            make_batch(2, base_offset=2) + make_batch(1, base_offset=3), assign_offsets=False
         )
     assert log.log_end_offset == 2
 
 
-def test_follower_gap_beyond_relative_offset_rolls(log):
+def test_follower_refuses_a_gap_at_the_log_end_and_between_batches(log):
+    """A replica never claims offsets it does not hold: a batch past the log end (the gap
+    a truncation under an in-flight fetch left) is refused whole, for every caller."""
+    log.append(make_batch(2, base_offset=0), assign_offsets=False)
+    with pytest.raises(InvalidRecordError, match=r"past the log end offset 2.*without a gap"):
+        log.append(make_batch(1, base_offset=907), assign_offsets=False)
+    with pytest.raises(InvalidRecordError, match="past the previous batch's end 3"):
+        log.append(
+            make_batch(1, base_offset=2) + make_batch(1, base_offset=5), assign_offsets=False
+        )
+    assert log.log_end_offset == 2
+    assert [
+        read_header(b).base_offset for b in split_batches(log.read(0, 1 << 20).read_bytes())
+    ] == [0]
+
+
+def test_follower_append_refuses_batches_fetched_for_another_log_end(log):
+    log.append(make_batch(1, base_offset=0) + make_batch(2, base_offset=1), assign_offsets=False)
+    log.truncate_to(1)
+    with pytest.raises(InvalidRecordError, match=r"fetched for offset 3 .* ends at 1"):
+        log.append(make_batch(1, base_offset=3), assign_offsets=False, expected_offset=3)
+    assert log.log_end_offset == 1
+    log.append(make_batch(2, base_offset=1), assign_offsets=False, expected_offset=1)
+    assert log.log_end_offset == 3
+
+
+def test_compacted_follower_keeps_the_leaders_gaps_and_rolls_past_relative_offsets(tmp_path):
+    """The leader's cleaner removed records, so a compacted replica's batches may skip
+    offsets (Kafka's rule); never below the log end."""
+    log = open_log(tmp_path / "compacted-0", cleanup_policy="compact")
     log.append(make_batch(1, base_offset=0), assign_offsets=False)
+    log.append(make_batch(1, base_offset=5), assign_offsets=False)
     log.append(make_batch(1, base_offset=2**31 + 10), assign_offsets=False)
     assert log.segments.base_offsets == [0, 2**31 + 10]
     assert log.read(2**31 + 10, 1000).first_batch_base_offset == 2**31 + 10
+    with pytest.raises(InvalidRecordError, match="below the log end"):
+        log.append(make_batch(1, base_offset=6), assign_offsets=False)
+    log.close()
 
 
 # --- read -----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from brokernodes.errors import InvalidRecordError
 from brokernodes.records.header import read_header
 from brokernodes.storage.config import LogConfig
 from brokernodes.storage.log import PartitionLog
@@ -92,7 +93,12 @@ class LogModel(RuleBasedStateMachine):
     @rule(specs=batch_specs, gap=st.integers(0, 5))
     def append_follower(self, specs, gap):
         batches = self._make(specs, self.end + gap, self.epoch)
-        self.log.append(b"".join(batches), assign_offsets=False)
+        if gap:  # a replica never skips offsets (the log is not compacted): refused whole
+            with pytest.raises(InvalidRecordError, match="without a gap"):
+                self.log.append(b"".join(batches), assign_offsets=False)
+            assert self.log.log_end_offset == self.end
+            return
+        self.log.append(b"".join(batches), assign_offsets=False, expected_offset=self.end)
         self.batches += batches
         self.end = read_header(batches[-1]).next_offset
 

@@ -116,12 +116,26 @@ def test_duplicate_needs_exact_sequence_range_and_epoch():
     assert log.end_offset == 8
 
 
-def test_duplicate_in_multi_batch_request_short_circuits():
+def test_each_batch_of_a_retried_request_gets_its_own_outcome():
+    """[b1] then [b1, b2] (a new leader held only b1): b1 answers from the producer state,
+    b2 is new; the old code answered the whole request as b1's duplicate and b2 was lost."""
     log = Log()
     log.produce(7, 0, 0)
-    assert log.state.check_batches([header(7, 0, 1), header(7, 0, 0)]) == BatchMetadata(
-        0, 0, 0, 0, 1_000
-    )
+    assert log.state.analyze_batches([header(7, 0, 0), header(7, 0, 1, 2)]) == [
+        BatchMetadata(0, 0, 0, 0, 1_000),
+        None,
+    ]
+    # a producer's batch found in the log after its new batch goes back in sequence
+    with pytest.raises(OutOfOrderSequenceError, match="follows a new batch"):
+        log.state.analyze_batches([header(7, 0, 1), header(7, 0, 0)])
+    # a new batch after a duplicate still has to follow the producer's last sequence
+    with pytest.raises(OutOfOrderSequenceError):
+        log.state.analyze_batches([header(7, 0, 0), header(7, 0, 5)])
+    # other producers are judged on their own
+    assert log.state.analyze_batches([header(9, 0, 0), header(7, 0, 0)]) == [
+        None,
+        BatchMetadata(0, 0, 0, 0, 1_000),
+    ]
 
 
 def test_multi_batch_request_checks_each_batch_against_the_ones_before():
