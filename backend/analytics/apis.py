@@ -1,13 +1,16 @@
 """The reports API the console's Reports pages draw (/api/v1/reports/...).
 
 Reads need any role in the organisation and answer that organisation's rows only; asking for
-a run (POST runs) needs admin and is audited. Runs are cluster-wide, so tenants see each
-run's status and timing and a safe error summary, never the operators' error text (it can
-name other tenants' topics)."""
+a run (POST runs) needs admin and is audited. A tenant admin's run reads its own
+organisation's topics; a cluster-wide one (``"scope": "cluster"``) needs an operator
+(platform staff), else 403 ``OPERATOR_REQUIRED``. Tenants see the cluster-wide runs and
+their own, each with its status and timing, a safe error summary (never the operators'
+error text, which can name other tenants' topics) and what the run skipped for them:
+``unreadable_batches`` and the first ``problems``."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
@@ -43,6 +46,16 @@ def _lag_fields() -> dict:
     }
 
 
+class RunProblemSerializer(serializers.Serializer):
+    """What a run skipped for the caller's organisation."""
+
+    kind = serializers.CharField()
+    topic = serializers.CharField()
+    partition = serializers.IntegerField(allow_null=True)
+    offset = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField()
+
+
 class RunOutputSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     job = serializers.ChoiceField(choices=JOBS)
@@ -54,9 +67,25 @@ class RunOutputSerializer(serializers.Serializer):
     duration_s = serializers.FloatField(allow_null=True)
     rows_written = serializers.IntegerField()
     error = serializers.SerializerMethodField()
+    scope = serializers.SerializerMethodField()
+    unreadable_batches = serializers.SerializerMethodField()
+    problems = serializers.SerializerMethodField()
 
     def get_error(self, run) -> str | None:
         return run.error_summary or None
+
+    def get_scope(self, run) -> str:
+        return "cluster" if run.organisation_id is None else "organisation"
+
+    def _mine(self, run) -> tuple[int, list]:
+        return self.context.get("problems", {}).get(run.id, (0, []))
+
+    def get_unreadable_batches(self, run) -> int:
+        return self._mine(run)[0]
+
+    @extend_schema_field(RunProblemSerializer(many=True))
+    def get_problems(self, run) -> list[dict]:
+        return RunProblemSerializer(self._mine(run)[1], many=True).data
 
 
 class RunListApi(TenantAPIView):
@@ -69,6 +98,13 @@ class RunListApi(TenantAPIView):
 
     class InputSerializer(StrictSerializer):
         job = serializers.ChoiceField(choices=JOBS)
+        # a string, not a choice field: an enum named "scope" would rename the quotas' one
+        scope = serializers.CharField(
+            default="organisation",
+            max_length=16,
+            help_text="`organisation` (default: this organisation's topics) or `cluster` "
+            "(every tenant's; operators only)",
+        )
 
     @extend_schema(
         operation_id="reports_runs_list",
@@ -83,20 +119,26 @@ class RunListApi(TenantAPIView):
     )
     def get(self, request):
         q = validate_input(self.QuerySerializer, request.query_params.dict())
-        runs = selectors.run_list(job=q.get("job"), limit=q["limit"])
-        return Response({"results": RunOutputSerializer(runs, many=True).data})
+        runs = list(
+            selectors.run_list(job=q.get("job"), limit=q["limit"], organisation=self.organisation)
+        )
+        problems = selectors.run_problems(organisation=self.organisation, runs=runs)
+        return Response(
+            {"results": RunOutputSerializer(runs, many=True, context={"problems": problems}).data}
+        )
 
     @extend_schema(
         operation_id="reports_runs_create",
         tags=TAGS,
         request=InputSerializer,
-        description="Queue a run of a job now (admins). A run of that job already queued is "
-        "answered instead of queueing another.",
+        description="Queue a run of a job now (admins): over this organisation's topics, or "
+        "with `scope` cluster over every tenant's (operators only: 403 OPERATOR_REQUIRED). "
+        "A run of that job and scope already queued is answered instead of queueing another.",
         responses={202: RunOutputSerializer, **errors(400)},
     )
     def post(self, request):
         data = validate_input(self.InputSerializer, request.data)
-        run = services.run_request(job=data["job"], ctx=self.ctx)
+        run = services.run_request(job=data["job"], ctx=self.ctx, scope=data["scope"])
         return Response(RunOutputSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -1,7 +1,9 @@
 """Job runs and the report rows they store (docs/analytics.md).
 
-A ``JobRun`` is cluster-wide (one Spark job reads every tenant's topics); every result row
-belongs to one organisation, so the reports API serves each tenant its own rows only. Rows
+A ``JobRun`` is cluster-wide (one Spark job reads every tenant's topics; operators and the
+schedule queue those) or scoped to one organisation (a tenant admin's request); every result
+row belongs to one organisation, so the reports API serves each tenant its own rows only.
+What a run could not read or compute for one tenant is a ``RunProblem`` of that tenant. Rows
 that a later run recomputes (a lag sample, a throughput or usage period) are upserted on their
 natural key; the retention report and quota suggestions are replaced per run; storage points
 accumulate (the usage job integrates them into GB-hours).
@@ -31,9 +33,35 @@ class JobRun(models.Model):
     rows_written = models.IntegerField(default=0)
     error = models.TextField(blank=True, default="")  # operators' detail (logs too)
     error_summary = models.CharField(max_length=300, blank=True, default="")  # tenants see this
+    # null: cluster-wide (every tenant); else the one organisation the run reads
+    organisation = models.ForeignKey(
+        ORG, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         ordering = ["-queued_at"]
+
+
+PROBLEM_KINDS = ("unreadable_batch", "tenant_failed")
+
+
+class RunProblem(models.Model):
+    """What a run skipped for one tenant: a batch of its log no job could decode
+    (``unreadable_batch``, at ``topic``/``partition``/``offset``), or the tenant's share of
+    the job failing on its own (``tenant_failed``) while the other tenants' rows were
+    stored. ``reason`` is safe to show that tenant (its own topic, a stable code)."""
+
+    run = models.ForeignKey(JobRun, on_delete=models.CASCADE, related_name="problems")
+    organisation = models.ForeignKey(ORG, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=16, choices=[(k, k) for k in PROBLEM_KINDS])
+    topic = models.CharField(max_length=249, blank=True, default="")
+    partition = models.IntegerField(null=True)
+    offset = models.BigIntegerField(null=True)
+    reason = models.CharField(max_length=300)
+
+    class Meta:
+        ordering = ["topic", "partition", "offset"]
+        indexes = [models.Index(fields=["run", "organisation"], name="run_problem_run_org")]
 
 
 class LagRow(models.Model):

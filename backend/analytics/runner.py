@@ -31,12 +31,15 @@ def bootstrap() -> str:
     return ",".join(live_broker_urls().values())
 
 
-def tenant_topics(*, compacted: bool | None = None):
-    """Every tenant topic as a ``TopicRef`` (internal topics excluded)."""
+def tenant_topics(*, compacted: bool | None = None, organisation_id=None):
+    """Every tenant topic as a ``TopicRef`` (internal topics excluded), or one
+    organisation's."""
     from backend.topics.models import Topic
     from spark.jobs.common import TopicRef
 
     qs = Topic.objects.exclude(organisation__slug=_internal()).order_by("created_at")
+    if organisation_id is not None:
+        qs = qs.filter(organisation_id=organisation_id)
     refs = []
     for t in qs:
         policy = str((t.configs or {}).get("cleanup.policy", "delete"))
@@ -71,8 +74,15 @@ def _spark():
     return get_session(app_name="sluice-analytics")
 
 
-def run_job(job: str) -> dict[str, list[dict]]:
-    """Compute one job's results (nothing stored here). An empty cluster needs no Spark."""
+def tenants_with_topics() -> list[str]:
+    """The organisations (ids) that own a tenant topic, oldest topic first."""
+    return list(dict.fromkeys(t.tenant for t in tenant_topics()))
+
+
+def run_job(job: str, *, organisation_id=None) -> dict[str, list[dict]]:
+    """Compute one job's results (nothing stored here), over every tenant or over one
+    organisation's topics (and its ``__usage`` rows). An empty cluster needs no Spark."""
+    org = None if organisation_id is None else str(organisation_id)
     now_ms = int(time.time() * 1000)
     since_ms = now_ms - int(settings.SLUICE_ANALYTICS_LOOKBACK_H * 3_600_000)
     if job == "usage":
@@ -82,13 +92,13 @@ def run_job(job: str) -> dict[str, list[dict]]:
         from spark.jobs import usage
 
         horizon = timezone.now() - timedelta(hours=settings.SLUICE_ANALYTICS_LOOKBACK_H)
-        storage = [
-            (str(s.organisation_id), s.topic, s.ts, s.bytes)
-            for s in StorageSample.objects.filter(ts__gte=horizon)
-        ]
+        samples = StorageSample.objects.filter(ts__gte=horizon)
+        if org is not None:
+            samples = samples.filter(organisation_id=org)
+        storage = [(str(s.organisation_id), s.topic, s.ts, s.bytes) for s in samples]
         source = _source()  # before Spark starts: a missing broker fails fast
-        return usage.run(_spark(), source, ref, storage=storage, since_ms=since_ms)
-    topics = tenant_topics()
+        return usage.run(_spark(), source, ref, storage=storage, since_ms=since_ms, tenant=org)
+    topics = tenant_topics(organisation_id=org)
     if not topics:
         return {}
     source = _source()
@@ -115,7 +125,11 @@ def run_job(job: str) -> dict[str, list[dict]]:
         from spark.jobs import retention
 
         return retention.run(
-            _spark(), source, topics, now_ms=now_ms, compacted=tenant_topics(compacted=True)
+            _spark(),
+            source,
+            topics,
+            now_ms=now_ms,
+            compacted=tenant_topics(compacted=True, organisation_id=org),
         )
     raise ValueError(f"unknown job {job!r}")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from backend.analytics.models import (
@@ -13,6 +13,7 @@ from backend.analytics.models import (
     LagRow,
     QuotaSuggestion,
     RetentionRow,
+    RunProblem,
     SkewRow,
     ThroughputPeak,
     ThroughputRow,
@@ -22,9 +23,16 @@ from backend.analytics.models import (
 MAX_RUNS = 200
 
 
-def run_list(*, job: str | None = None, limit: int = 50) -> QuerySet[JobRun]:
-    """Recent runs (cluster-wide jobs; the API shows tenants the safe error summary only)."""
+MAX_PROBLEMS_SHOWN = 20
+
+
+def run_list(*, job: str | None = None, limit: int = 50, organisation=None) -> QuerySet[JobRun]:
+    """Recent runs: with ``organisation``, the cluster-wide runs and that organisation's own
+    (never another tenant's); without, every run (operators). The API shows tenants the safe
+    error summary only."""
     qs = JobRun.objects.all()
+    if organisation is not None:
+        qs = qs.filter(Q(organisation__isnull=True) | Q(organisation=organisation))
     if job:
         qs = qs.filter(job=job)
     return qs[: min(limit, MAX_RUNS)]
@@ -96,3 +104,19 @@ def compaction_rows(*, organisation, topic: str | None = None) -> QuerySet[Compa
     if topic:
         qs = qs.filter(topic=topic)
     return qs.order_by("topic", "partition")
+
+
+def run_problems(*, organisation, runs) -> dict:
+    """``{run id: (unreadable batch count, the first problems)}`` of ``organisation`` in
+    ``runs``: what each run skipped or failed for that tenant only."""
+    ids = [r.id for r in runs]
+    out: dict = {}
+    for p in RunProblem.objects.filter(organisation=organisation, run_id__in=ids).order_by(
+        "run_id", "kind", "topic", "partition", "offset"
+    ):
+        count, shown = out.setdefault(p.run_id, [0, []])
+        if p.kind == "unreadable_batch":
+            out[p.run_id][0] = count + 1
+        if len(shown) < MAX_PROBLEMS_SHOWN:
+            shown.append(p)
+    return out

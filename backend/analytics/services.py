@@ -1,6 +1,11 @@
 """Writes of the analytics app: queue a run, execute it (the Celery task calls this), store
 each job's rows. Rows name organisations by id (the brokers' tenant); rows of organisations
-that no longer exist are dropped."""
+that no longer exist are dropped.
+
+Who may run what: a cluster-wide run reads every tenant's topics, so only operators queue
+one (platform staff, the schedule, ``manage.py analytics_run``); a tenant admin's run reads
+its own organisation's topics and stores its own rows. A cluster-wide run that fails is run
+again tenant by tenant, so one tenant's failure costs only that tenant its report."""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from backend.analytics.models import (
     LagRow,
     QuotaSuggestion,
     RetentionRow,
+    RunProblem,
     SkewRow,
     StorageSample,
     ThroughputPeak,
@@ -30,9 +36,25 @@ from backend.analytics.models import (
 )
 from backend.audit.services import audit_record
 from backend.core.context import RequestContext
-from backend.core.exceptions import InvalidRequest
+from backend.core.exceptions import InvalidRequest, PermissionDenied
 
 logger = logging.getLogger("sluice.analytics")
+
+SCOPES = ("organisation", "cluster")
+MAX_PROBLEMS_PER_TENANT = 1000  # unreadable batches stored per tenant and run (all counted)
+
+
+class OperatorRequired(PermissionDenied):
+    """A cluster-wide run asked for by someone who is not an operator."""
+
+    error_code = "OPERATOR_REQUIRED"
+
+
+def is_operator(ctx: RequestContext | None) -> bool:
+    """The schedule and the operators' shell (no context), platform staff, the system."""
+    if ctx is None or ctx.role in ("staff", "system"):
+        return True
+    return ctx.service_account is None and bool(getattr(ctx.user, "is_staff", False))
 
 
 def _enqueue(run: JobRun) -> None:
@@ -43,18 +65,47 @@ def _enqueue(run: JobRun) -> None:
 
 @transaction.atomic
 def run_request(
-    *, job: str, ctx: RequestContext | None = None, trigger: str = "manual", enqueue: bool = True
+    *,
+    job: str,
+    ctx: RequestContext | None = None,
+    trigger: str = "manual",
+    enqueue: bool = True,
+    scope: str = "cluster",
 ) -> JobRun:
-    """Queue a run of ``job`` now. A run of it already queued is returned instead (a click
-    twice, or many tenants asking at once, queue one run); 202 either way."""
+    """Queue a run of ``job`` now: over every tenant (``scope`` cluster: operators only) or
+    over ``ctx``'s organisation. A run of it with that scope already queued is returned
+    instead (a click twice, or many tenants asking at once, queue one run); 202 either
+    way."""
     if job not in JOBS:
         raise InvalidRequest(f"unknown job {job!r}", {"job": [f"one of {', '.join(JOBS)}"]})
+    if scope not in SCOPES:
+        raise InvalidRequest(f"unknown scope {scope!r}", {"scope": [f"one of {', '.join(SCOPES)}"]})
+    organisation = None
+    if scope == "cluster":
+        if not is_operator(ctx):
+            raise OperatorRequired(
+                "only operators (platform staff) run a job over every tenant; ask for "
+                '{"scope": "organisation"} to run it over your own organisation\'s topics'
+            )
+    else:
+        organisation = ctx.organisation if ctx is not None else None
+        if organisation is None:
+            raise InvalidRequest(
+                "a run for an organisation needs one", {"scope": ["use cluster here"]}
+            )
     runs_expire()
-    existing = JobRun.objects.select_for_update().filter(job=job, status="queued").first()
+    existing = (
+        JobRun.objects.select_for_update()
+        .filter(job=job, status="queued", organisation=organisation)
+        .first()
+    )
     if existing is not None:
         return existing
     run = JobRun.objects.create(
-        job=job, trigger=trigger, requested_by=ctx.actor_label if ctx else "schedule"
+        job=job,
+        trigger=trigger,
+        requested_by=ctx.actor_label if ctx else "schedule",
+        organisation=organisation,
     )
     if ctx is not None and ctx.organisation is not None:
         audit_record(
@@ -62,7 +113,7 @@ def run_request(
             action="report_run.request",
             object_type="report_run",
             object_id=run.id,
-            after={"job": job, "trigger": trigger},
+            after={"job": job, "trigger": trigger, "scope": scope},
         )
     if enqueue:
         _enqueue(run)
@@ -81,14 +132,19 @@ def run_execute(run_id: str | uuid.UUID) -> JobRun:
         _supersede(run)
     started = time.monotonic()
     try:
-        results = runner.run_job(run.job)
+        results, failed = _compute(run)
         with transaction.atomic():
             written = STORE[run.job](run, results or {})
+            _store_problems(run, results.get("unreadable", []) if results else [], failed)
         run.status, run.rows_written = "succeeded", written
+        if failed:
+            run.error = "some tenants failed and have no new rows: " + "; ".join(
+                f"{org}: {_one_line(e)}" for org, e in failed.items()
+            )
     except Exception as e:  # every failure is recorded on the run, then logged
         logger.exception("analytics run %s (%s) failed", run.id, run.job)
         run.status = "failed"
-        run.error = "".join(traceback.format_exception_only(e)).strip()[-4000:]
+        run.error = _one_line(e)
         run.error_summary = (
             f"the {run.job} job failed ({type(e).__name__}); operators find the details in the "
             f"control plane's log under run {run.id}"
@@ -97,6 +153,93 @@ def run_execute(run_id: str | uuid.UUID) -> JobRun:
     run.duration_s = round(time.monotonic() - started, 3)
     run.save()
     return run
+
+
+def _one_line(e: BaseException) -> str:
+    return "".join(traceback.format_exception_only(e)).strip()[-4000:]
+
+
+def _compute(run: JobRun) -> tuple[dict, dict[str, BaseException]]:
+    """The run's results, and the tenants whose own re-run failed. A cluster-wide run that
+    fails is computed again per tenant (one Spark job each): whatever broke for one
+    tenant then breaks only its report. If every tenant fails, the first error is the run's."""
+    if run.organisation_id is not None:
+        return runner.run_job(run.job, organisation_id=run.organisation_id), {}
+    try:
+        return runner.run_job(run.job), {}
+    except Exception as whole:
+        tenants = runner.tenants_with_topics() if run.job != "usage" else []
+        if len(tenants) < 2:
+            raise
+        logger.warning(
+            "analytics run %s (%s) failed over every tenant (%s); running it per tenant",
+            run.id,
+            run.job,
+            _one_line(whole),
+        )
+    merged: dict[str, list] = {}
+    failed: dict[str, BaseException] = {}
+    for org in tenants:
+        try:
+            part = runner.run_job(run.job, organisation_id=org) or {}
+        except Exception as e:  # this tenant's share failed on its own: record, go on
+            logger.exception("analytics run %s (%s) failed for tenant %s", run.id, run.job, org)
+            failed[org] = e
+            continue
+        for key, rows in part.items():
+            merged.setdefault(key, []).extend(rows)
+    if len(failed) == len(tenants):
+        raise next(iter(failed.values()))
+    return merged, failed
+
+
+def _store_problems(run: JobRun, unreadable: list[dict], failed: dict) -> None:
+    """The run's unreadable batches and failed tenants, per organisation, each logged once
+    per tenant (counts in full; at most ``MAX_PROBLEMS_PER_TENANT`` batches stored)."""
+    orgs = _orgs([*unreadable, *({"tenant": t} for t in failed)])
+    per_tenant: dict[str, list[dict]] = {}
+    for r in unreadable:
+        if r["tenant"] in orgs:
+            per_tenant.setdefault(r["tenant"], []).append(r)
+    objs = []
+    for tenant, rows in per_tenant.items():
+        first = rows[0]
+        logger.warning(
+            "analytics run %s (%s): tenant %s: %d unreadable batches skipped; first in %s-%s at "
+            "offset %s: %s",
+            run.id,
+            run.job,
+            tenant,
+            len(rows),
+            first["topic"],
+            first["partition"],
+            first["offset"],
+            first["reason"],
+        )
+        objs += [
+            RunProblem(
+                run=run,
+                organisation=orgs[tenant],
+                kind="unreadable_batch",
+                topic=r["topic"],
+                partition=r["partition"],
+                offset=r["offset"],
+                reason=str(r["reason"])[:300],
+            )
+            for r in rows[:MAX_PROBLEMS_PER_TENANT]
+        ]
+    for tenant, e in failed.items():
+        if tenant in orgs:
+            objs.append(
+                RunProblem(
+                    run=run,
+                    organisation=orgs[tenant],
+                    kind="tenant_failed",
+                    reason=f"the {run.job} job failed for this organisation "
+                    f"({type(e).__name__}); operators find the details under run {run.id}",
+                )
+            )
+    RunProblem.objects.bulk_create(objs, batch_size=500)
 
 
 # --- runs nobody finishes ------------------------------------------------------------------
@@ -165,6 +308,12 @@ def _orgs(rows, key: str = "tenant") -> dict[str, object]:
         except ValueError:
             continue
     return {str(o.id): o for o in Organisation.objects.filter(id__in=ids)}
+
+
+def _replaced(model, run: JobRun):
+    """The rows a run replaces: every tenant's, or its own organisation's."""
+    qs = model.objects.all()
+    return qs if run.organisation_id is None else qs.filter(organisation_id=run.organisation_id)
 
 
 def _upsert(model, objs, unique: list[str], update: list[str]) -> int:
@@ -254,7 +403,7 @@ def store_throughput(run: JobRun, results: dict) -> int:
 def _store_peaks(run: JobRun, rows: list[dict]) -> int:
     """Peaks are over the run's look-back, so each run's replace every earlier one."""
     orgs = _orgs(rows)
-    ThroughputPeak.objects.all().delete()
+    _replaced(ThroughputPeak, run).delete()
     objs = [
         ThroughputPeak(
             organisation=orgs[r["tenant"]],
@@ -338,7 +487,7 @@ def _store_compaction(run: JobRun, rows: list[dict]) -> int:
     """A run measures every compacted topic now, so it replaces every earlier measurement
     (a topic no longer compacted drops out)."""
     orgs = _orgs(rows)
-    CompactionRow.objects.all().delete()
+    _replaced(CompactionRow, run).delete()
     fields = ("records", "distinct_keys", "tombstones", "keyless", "effectiveness")
     objs = [
         CompactionRow(

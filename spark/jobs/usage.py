@@ -21,8 +21,12 @@ def run(
     storage: list[tuple[str, str, datetime, int]] | None = None,
     since_ms: int | None = None,
     point_ms: int = usage.DEFAULT_POINT_MS,
+    tenant: str | None = None,
 ) -> dict[str, list[dict]]:
+    """``tenant``: one tenant's windows only (a tenant's own run)."""
     u = read_topic(spark, source, usage_topic, decode="usage")
+    if tenant is not None:
+        u = u.where(F.col("tenant") == F.lit(tenant))
     if since_ms is not None:
         u = u.where(F.col("window_start") >= F.timestamp_millis(F.lit(since_ms)))
     u = u.cache()

@@ -119,7 +119,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description Console sign-in: starts a session. Needs the CSRF token (GET auth/csrf). */
+        /** @description Console sign-in: starts a session. Needs the CSRF token (GET auth/csrf). Throttled per client address, and a username is locked out for a while after repeated failures (429 THROTTLED with Retry-After). */
         post: operations["auth_login"];
         delete?: never;
         options?: never;
@@ -556,7 +556,7 @@ export interface paths {
         /** @description Base of every tenant-scoped view: readers read, members write. */
         get: operations["reports_runs_list"];
         put?: never;
-        /** @description Queue a run of a job now (admins). A run of that job already queued is answered instead of queueing another. */
+        /** @description Queue a run of a job now (admins): over this organisation's topics, or with `scope` cluster over every tenant's (operators only: 403 OPERATOR_REQUIRED). A run of that job and scope already queued is answered instead of queueing another. */
         post: operations["reports_runs_create"];
         delete?: never;
         options?: never;
@@ -710,7 +710,10 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         AclListInputRequest: {
             /** @description e.g. User:my-service */
             principal: string;
@@ -766,7 +769,10 @@ export interface components {
             /** @description slk_<key_id>.<secret>: shown this once; store it now, Sluice cannot show it again */
             key: string;
         };
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         ApiKeyListInputRequest: {
             /** Format: uuid */
             service_account_id: string;
@@ -864,13 +870,17 @@ export interface components {
             name: string;
             value: string;
         };
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         ConsoleMessagesInputRequest: {
             key?: string | null;
             value?: string | null;
             /** @default STRING */
             value_type: components["schemas"]["ValueTypeEnum"];
             headers?: components["schemas"]["ConsoleHeaderInputRequest"][];
+            /** Format: int64 */
             partition?: number | null;
         };
         ConsolePartitionState: {
@@ -1010,7 +1020,10 @@ export interface components {
             time_lag_ms: number | null;
             status: string;
         };
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         LoginInputRequest: {
             username: string;
             password: string;
@@ -1032,7 +1045,10 @@ export interface components {
             instance_id: string | null;
             assignments: components["schemas"]["TopicPartition"][];
         };
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         MemberListInputRequest: {
             username: string;
             role: components["schemas"]["MembershipRoleEnum"];
@@ -1074,7 +1090,10 @@ export interface components {
          * @enum {string}
          */
         OperationEnum: "READ" | "WRITE" | "CREATE" | "DELETE" | "ALTER" | "DESCRIBE" | "CLUSTER_ACTION" | "DESCRIBE_CONFIGS" | "ALTER_CONFIGS" | "IDEMPOTENT_WRITE" | "ALL";
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         OrganisationListInputRequest: {
             slug: string;
             name: string;
@@ -1113,15 +1132,24 @@ export interface components {
             /** @description no leader: not readable or writable */
             offline: boolean;
         };
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         PatchedConsolePolicyInputRequest: {
             allow_export?: boolean;
         };
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         PatchedCurrentOrganisationInputRequest: {
             name?: string;
         };
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         PatchedMemberDetailInputRequest: {
             role?: components["schemas"]["MembershipRoleEnum"];
         };
@@ -1138,13 +1166,19 @@ export interface components {
             max_partitions?: number | null;
             max_connections?: number | null;
         };
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         PatchedServiceAccountDetailInputRequest: {
             description?: string;
             role?: components["schemas"]["ServiceAccountRoleEnum"];
             is_active?: boolean;
         };
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         PatchedTopicDetailInputRequest: {
             /** @description configs to set; null removes an override (back to the default) */
             configs?: {
@@ -1226,7 +1260,10 @@ export interface components {
         ReportRuns: {
             results: components["schemas"]["RunOutput"][];
         };
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         ResetInputRequest: {
             topic: string;
             partitions?: number[] | null;
@@ -1265,9 +1302,17 @@ export interface components {
             /** Format: date-time */
             oldest_ts: string | null;
         };
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         RunListInputRequest: {
             job: components["schemas"]["JobEnum"];
+            /**
+             * @description `organisation` (default: this organisation's topics) or `cluster` (every tenant's; operators only)
+             * @default organisation
+             */
+            scope: string;
         };
         RunOutput: {
             /** Format: uuid */
@@ -1285,6 +1330,17 @@ export interface components {
             duration_s: number | null;
             rows_written: number;
             readonly error: string | null;
+            readonly scope: string;
+            readonly unreadable_batches: number;
+            readonly problems: components["schemas"]["RunProblem"][];
+        };
+        /** @description What a run skipped for the caller's organisation. */
+        RunProblem: {
+            kind: string;
+            topic: string;
+            partition: number | null;
+            offset: number | null;
+            reason: string;
         };
         /**
          * @description * `organisation` - organisation
@@ -1292,12 +1348,18 @@ export interface components {
          * @enum {string}
          */
         ScopeEnum: "organisation" | "service_account";
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         SelectOrganisationInputRequest: {
             /** @description id or slug */
             organisation: string;
         };
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         ServiceAccountListInputRequest: {
             name: string;
             description?: string;
@@ -1407,7 +1469,10 @@ export interface components {
             /** @description per partition: leader, replicas, ISR and health */
             partition_details: components["schemas"]["PartitionStateOutput"][];
         };
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         TopicListInputRequest: {
             /** @description Kafka's rules: 1-249 of [a-zA-Z0-9._-] */
             name: string;
@@ -1463,7 +1528,10 @@ export interface components {
             offline: boolean;
             topic: string;
         };
-        /** @description Input serializer: unknown or protected fields are a validation error naming them. */
+        /**
+         * @description Input serializer: unknown or protected fields are a validation error naming them;
+         *     integer fields stay within int64.
+         */
         TopicPartitionsInputRequest: {
             /** @description the new total number of partitions */
             partitions: number;
