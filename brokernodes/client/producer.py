@@ -872,17 +872,32 @@ class AsyncProducer:
         return UnknownTopicError(f"topic {topic!r} does not exist")
 
     def _complete_ok(self, batches: list[ProducerBatch], answer: dict[str, Any] | None) -> None:
-        """``answer``: the broker's JSON answer (None for acks=0)."""
+        """``answer``: the broker's JSON answer (None for acks=0).
+
+        Each batch is acknowledged from what the broker said about that batch: its own
+        entry in ``batches`` for a request of several (a retry may find the first ones in
+        the log and append the rest), the answer itself for one batch. A several-batch
+        answer without per-batch entries acknowledges them only when it covers exactly
+        their records and none was a duplicate; otherwise they fail (never acknowledged
+        without being in the log)."""
         if answer is None:
-            base_offset, append_time = -1, -1
+            starts = [-1] * len(batches)
+            append_time = -1
         else:
-            base_offset = int(answer.get("base_offset", -1))
             append_time = int(answer.get("log_append_time", -1) or -1)
+            starts = _batch_starts(batches, answer)
         released = 0
-        for batch in batches:
-            batch.complete(base_offset, append_time)
-            if base_offset >= 0:
-                base_offset += len(batch.records)
+        for batch, start in zip(batches, starts, strict=True):
+            if start is None:
+                batch.fail(
+                    BrokerError(
+                        "UNKNOWN_SERVER_ERROR",
+                        "the broker's answer does not say where this batch was written; "
+                        "it is not acknowledged (it may or may not be in the log)",
+                    )
+                )
+            else:
+                batch.complete(start, append_time)
             released += batch.size
         self._release(batches, released)
 
@@ -1057,3 +1072,30 @@ class Producer:
             self._thread.run(self._producer.close(timeout))
         finally:
             self._thread.stop()
+
+
+def _batch_starts(batches: list[ProducerBatch], answer: dict[str, Any]) -> list[int | None]:
+    """Each batch's base offset from a produce answer, or None where the answer does not
+    establish it (see ``_complete_ok``)."""
+    per = answer.get("batches")
+    if isinstance(per, list) and len(per) == len(batches):
+        starts: list[int | None] = []
+        for batch, outcome in zip(batches, per, strict=True):
+            try:
+                base, last = int(outcome["base_offset"]), int(outcome["last_offset"])
+            except (KeyError, TypeError, ValueError):
+                starts.append(None)
+                continue
+            starts.append(base if last - base + 1 == len(batch.records) else None)
+        return starts
+    base = int(answer.get("base_offset", -1))
+    if len(batches) == 1:
+        return [base]
+    last = int(answer.get("last_offset", -1))
+    if answer.get("duplicate") or last - base + 1 != sum(len(b.records) for b in batches):
+        return [None] * len(batches)
+    starts = []
+    for batch in batches:
+        starts.append(base)
+        base += len(batch.records)
+    return starts

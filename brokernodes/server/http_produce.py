@@ -23,6 +23,7 @@ from brokernodes.server.json_records import (
     typed_size,
 )
 from brokernodes.server.params import acks_param
+from brokernodes.server.responses import batch_outcomes
 from brokernodes.server.throttle import THROTTLE_HEADER
 
 if TYPE_CHECKING:
@@ -144,19 +145,17 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         throttle = await broker.quotas.throttle_produce(principal, nbytes)
         if acks == 0:
             return throttled(json_response({}, 202), throttle)
-        return throttled(
-            json_response(
-                {
-                    "base_offset": result.base_offset,
-                    "last_offset": result.last_offset,
-                    "log_append_time": -1,
-                    "log_start_offset": result.log_start_offset,
-                    "duplicate": result.duplicate,
-                    "throttle_time_ms": throttle,
-                }
-            ),
-            throttle,
-        )
+        answer = {
+            "base_offset": result.base_offset,
+            "last_offset": result.last_offset,
+            "log_append_time": -1,
+            "log_start_offset": result.log_start_offset,
+            "duplicate": result.duplicate,
+            "throttle_time_ms": throttle,
+        }
+        if result.batches is not None:
+            answer["batches"] = batch_outcomes(result.batches)
+        return throttled(json_response(answer), throttle)
 
     base = "/v3/clusters/{cluster}/topics/{topic}"
     add = app.router.add_post

@@ -8,6 +8,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "INVALID_REQUEST": 400,
     "CORRUPT_MESSAGE": 400,
     "INVALID_RECORD": 400,
+    "INVALID_TIMESTAMP": 400,
     "UNSUPPORTED_COMPRESSION_TYPE": 400,
     "MESSAGE_TOO_LARGE": 413,
     "REQUEST_TOO_LARGE": 413,
@@ -57,3 +58,12 @@ def error_body(error: SluiceError) -> dict[str, object]:
     if details:
         body.update(details)
     return body
+
+
+def batch_outcomes(batches: list[tuple[int, int, bool]]) -> list[dict]:
+    """A several-batch produce's per-batch answer, in request order: each batch's own
+    offsets, and whether it was already in the log (a retry answered from the producer
+    state). A client acknowledges each batch from its own entry."""
+    return [
+        {"base_offset": base, "last_offset": last, "duplicate": dup} for base, last, dup in batches
+    ]

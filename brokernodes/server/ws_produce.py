@@ -27,7 +27,7 @@ from aiohttp import WSMsgType, web
 
 from brokernodes.errors import InvalidRequestError, SluiceError, UnauthenticatedError
 from brokernodes.server.params import acks_param
-from brokernodes.server.responses import error_body
+from brokernodes.server.responses import batch_outcomes, error_body
 from brokernodes.server.ws import PeerGone, StreamSocket, close_after_error
 from brokernodes.server.ws_protocol import (
     MAX_BINARY_HEADER_BYTES,
@@ -265,6 +265,8 @@ class ProduceStream:
             "log_start_offset": result.log_start_offset,
             "duplicate": result.duplicate,
         }
+        if result.batches is not None:
+            answer["batches"] = batch_outcomes(result.batches)
         if throttle:
             answer["throttle_time_ms"] = throttle
             answer[_NOT_BEFORE] = asyncio.get_running_loop().time() + throttle / 1000

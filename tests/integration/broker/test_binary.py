@@ -30,6 +30,11 @@ def test_binary_produce_of_several_batches_and_exact_fetch(broker):
         "log_start_offset": 0,
         "duplicate": False,
         "throttle_time_ms": 0,
+        "batches": [
+            {"base_offset": 0, "last_offset": 0, "duplicate": False},
+            {"base_offset": 1, "last_offset": 3, "duplicate": False},
+            {"base_offset": 4, "last_offset": 8, "duplicate": False},
+        ],
     }
     status, ans = produce_binary(broker, "events", 0, bodies[1])
     assert (status, ans["base_offset"], ans["last_offset"]) == (200, 9, 11)
@@ -191,6 +196,31 @@ def test_idempotent_retry_answers_original_offsets_without_duplicates(broker):
     assert status == 200 and again["duplicate"] and again["base_offset"] == 3
     status, ids3 = broker.json("POST", "/sluice/v1/producer-ids")
     assert ids3["producer_id"] not in (pid, ids2["producer_id"])
+
+
+def test_a_retried_request_whose_first_batch_is_in_the_log_appends_the_rest(broker):
+    """[b1], then [b1, b2] (the shape a new leader holding only b1 sees): b1 answers with
+    its original offsets, b2 is appended and answered with its own; before, the whole
+    request was answered as b1's duplicate and b2 was never stored."""
+    _, ids = broker.json("POST", "/sluice/v1/producer-ids")
+    pid = ids["producer_id"]
+    b1 = batch([b"a", b"b"], producer_id=pid, producer_epoch=0, base_sequence=0)
+    b2 = batch([b"c"], producer_id=pid, producer_epoch=0, base_sequence=2)
+    status, first = produce_binary(broker, "events", 0, b1)
+    assert status == 200 and "batches" not in first
+    status, ans = produce_binary(broker, "events", 0, b1 + b2)
+    assert status == 200, ans
+    assert ans["batches"] == [
+        {"base_offset": 0, "last_offset": 1, "duplicate": True},
+        {"base_offset": 2, "last_offset": 2, "duplicate": False},
+    ]
+    assert (ans["base_offset"], ans["last_offset"], ans["duplicate"]) == (0, 2, False)
+    assert [v for _, v in fetch_all_values(broker, "events", 0)] == [b"a", b"b", b"c"]
+    # a producer's batch already in the log after its new batch goes back in sequence
+    b3 = batch([b"d"], producer_id=pid, producer_epoch=0, base_sequence=3)
+    status, bad = produce_binary(broker, "events", 0, b3 + b2)
+    assert status == 409 and bad["error_code"] == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert len(fetch_all_values(broker, "events", 0)) == 3
 
 
 def test_list_offsets_earliest_latest_and_by_time(module_broker):

@@ -522,3 +522,57 @@ def test_encoder_takes_the_producers_plain_tuples_and_mixed_lengths():
     assert [(r.offset, r.key, r.value) for r in decoded.records] == [
         (i, b"k%d" % i, b"v%d" % i) for i in range(4)
     ]
+
+
+def _batches(*sizes: int):
+    from brokernodes.client.accumulator import ProducerBatch
+
+    out = []
+    for n in sizes:
+        b = ProducerBatch("t", 0, 0.0, False, threading.Lock())
+        b.records = [object()] * n
+        out.append(b)
+    return out
+
+
+def test_each_batch_is_acknowledged_from_its_own_outcome():
+    """A retried [b1, b2] whose b1 the broker found in the log: b1 from its original
+    offsets, b2 from where it was appended; before, both were acknowledged from the
+    answer's base offset although b2 was never stored."""
+    from brokernodes.client.producer import _batch_starts
+
+    two = _batches(2, 1)
+    per_batch = {
+        "base_offset": 0,
+        "last_offset": 7,
+        "duplicate": False,
+        "batches": [
+            {"base_offset": 0, "last_offset": 1, "duplicate": True},
+            {"base_offset": 7, "last_offset": 7, "duplicate": False},
+        ],
+    }
+    assert _batch_starts(two, per_batch) == [0, 7]
+    # an answer without per-batch entries: only one covering exactly their records counts
+    assert _batch_starts(two, {"base_offset": 4, "last_offset": 6}) == [4, 6]
+    assert _batch_starts(two, {"base_offset": 0, "last_offset": 1, "duplicate": True}) == [
+        None,
+        None,
+    ]
+    assert _batch_starts(two, {"base_offset": 0, "last_offset": 9}) == [None, None]
+    # an entry whose range does not match its batch is not an acknowledgement
+    wrong = {
+        "batches": [{"base_offset": 0, "last_offset": 0}, {"base_offset": 1, "last_offset": 1}]
+    }
+    assert _batch_starts(two, wrong) == [None, 1]
+    assert _batch_starts(_batches(3), {"base_offset": 5, "last_offset": 7}) == [5]
+
+
+def test_a_batch_the_answer_does_not_place_fails_instead_of_being_acknowledged():
+    from brokernodes.client.producer import AsyncProducer
+
+    fake = FakeTransport({"t": 1})
+    p = producer(fake)
+    two = _batches(2, 1)
+    AsyncProducer._complete_ok(p, two, {"base_offset": 0, "last_offset": 1, "duplicate": True})
+    assert all(b.done and b.error is not None for b in two)
+    assert all(b.error.error_code == "UNKNOWN_SERVER_ERROR" for b in two)
