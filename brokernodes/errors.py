@@ -32,6 +32,12 @@ class InvalidRecordError(SluiceError):
     error_code = "INVALID_RECORD"
 
 
+class InvalidTimestampError(SluiceError):
+    """A record timestamp outside message.timestamp.before.max.ms / after.max.ms (KIP-937)."""
+
+    error_code = "INVALID_TIMESTAMP"
+
+
 class MessageTooLargeError(SluiceError):
     """A batch larger than the topic's ``max.message.bytes``."""
 

@@ -52,6 +52,16 @@ _XERIAL_MAGIC = XERIAL_HEADER[:8]  # version and compat words vary between write
 _BLOCK_LENGTH = struct.Struct(">i")
 _GZIP_TRAILER = struct.Struct("<II")  # CRC-32 and size mod 2**32 of the uncompressed data
 
+INFLATION_RATIO = 16
+"""Default of the broker setting ``max.inflation.ratio``: a batch's records section may
+inflate to at most this many times its topic's max.message.bytes."""
+INFLATION_RATIO_NAME = "max.inflation.ratio"
+DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12  # Kafka's max.message.bytes default
+DEFAULT_MAX_INFLATED_BYTES = INFLATION_RATIO * DEFAULT_MAX_MESSAGE_BYTES
+"""The cap where no topic config is at hand (clients, the Spark source): 16 MiB and a bit."""
+_ZSTD_MAX_RATIO = 32 * 1024  # an RLE block: 4 input bytes -> 128 KiB of output
+_ZSTD_MIN_STEP = 64  # input bytes per call at least, so a full limit still makes progress
+
 
 class _ZstdContexts(threading.local):
     """zstd contexts are costly to create and unsafe to share across threads: one set each."""
@@ -94,13 +104,22 @@ def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
     return compressor.compress(data)
 
 
-def decompress(codec: int, data: bytes | memoryview, max_size: int | None = None) -> bytes:
-    """Decompress a records section; refuse output over ``max_size`` bytes when given.
+def max_inflated_bytes(max_message_bytes: int, ratio: int = INFLATION_RATIO) -> int:
+    """The most a batch's records section may inflate to: ``ratio`` x max.message.bytes."""
+    return max(1, ratio) * max_message_bytes
 
-    gzip and lz4 stop as soon as the output passes ``max_size``; snappy and zstd check the
-    size their format declares up front and the actual size afterwards.
+
+def decompress(codec: int, data: bytes | memoryview, max_size: int | None = None) -> bytes:
+    """Decompress a records section, streaming, refusing output over ``max_size`` bytes.
+
+    Every inflation of a batch goes through here. Output never grows past ``max_size`` plus
+    one codec block (at most 128 KiB for zstd) before ``MessageTooLargeError`` is raised, so
+    a small compressed batch cannot claim memory or CPU out of proportion (a decompression
+    bomb). ``None`` means ``DEFAULT_MAX_INFLATED_BYTES``; there is no unbounded mode.
     """
     codec = codec_of(codec)
+    if max_size is None:
+        max_size = DEFAULT_MAX_INFLATED_BYTES
     if codec is Compression.NONE:
         out = bytes(data)
     else:
@@ -119,14 +138,16 @@ def decompress(codec: int, data: bytes | memoryview, max_size: int | None = None
             raise CorruptRecordError(
                 f"{codec.name.lower()} payload does not decompress: {exc}"
             ) from exc
-    if max_size is not None and len(out) > max_size:
+    if len(out) > max_size:
         raise _too_large(codec, max_size)
     return out
 
 
 def _too_large(codec: Compression, max_size: int) -> MessageTooLargeError:
     return MessageTooLargeError(
-        f"{codec.name.lower()} records section decompresses to more than {max_size} bytes"
+        f"{codec.name.lower()} records section inflates to more than {max_size} bytes "
+        f"(the broker's limit: {INFLATION_RATIO_NAME} x max.message.bytes); split the "
+        f"batch or raise max.message.bytes"
     )
 
 
@@ -144,66 +165,80 @@ def gzip_compress(data: bytes, level: int) -> bytes:
     )
 
 
-def _gunzip(data: bytes | memoryview, max_size: int | None) -> bytes:
-    """Every gzip member in ``data``, concatenated (RFC 1952 allows several)."""
+def _gunzip(data: bytes | memoryview, max_size: int) -> bytes:
+    """Every gzip member in ``data``, concatenated (RFC 1952 allows several); zlib stops
+    after ``max_size + 1`` bytes of output, so a bomb costs no more than that."""
     out = []
     total = 0
     rest = bytes(data)
     while rest:
         inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
-        limit = 0 if max_size is None else max_size - total + 1
-        chunk = inflater.decompress(rest, limit)
+        chunk = inflater.decompress(rest, max_size - total + 1)
+        total += len(chunk)
+        if total > max_size:
+            raise _too_large(Compression.GZIP, max_size)
         if not inflater.eof:
-            if inflater.unconsumed_tail:
-                raise _too_large(Compression.GZIP, max_size or 0)
             raise CorruptRecordError("gzip payload is truncated: the stream ends mid-member")
         out.append(chunk)
-        total += len(chunk)
         rest = inflater.unused_data
     if not out:
         raise CorruptRecordError("gzip payload is empty")
     return b"".join(out)
 
 
-def _lz4_decompress(data: bytes | memoryview, max_size: int | None) -> bytes:
-    """Every LZ4 frame in ``data``, concatenated."""
+def _lz4_decompress(data: bytes | memoryview, max_size: int) -> bytes:
+    """Every LZ4 frame in ``data``, concatenated; output stops after ``max_size + 1`` bytes."""
     out = []
     total = 0
     rest = bytes(data)
     while rest:
         decompressor = lz4.frame.LZ4FrameDecompressor()
-        limit = -1 if max_size is None else max_size - total + 1
-        chunk = decompressor.decompress(rest, max_length=limit)
+        chunk = decompressor.decompress(rest, max_length=max_size - total + 1)
+        total += len(chunk)
+        if total > max_size:
+            raise _too_large(Compression.LZ4, max_size)
         if not decompressor.eof:
-            if max_size is not None and total + len(chunk) > max_size:
-                raise _too_large(Compression.LZ4, max_size)
             raise CorruptRecordError("lz4 payload is truncated: the frame is incomplete")
         out.append(chunk)
-        total += len(chunk)
         rest = decompressor.unused_data
     if not out:
         raise CorruptRecordError("lz4 payload is empty")
     return b"".join(out)
 
 
-def _zstd_decompress(data: bytes | memoryview, max_size: int | None) -> bytes:
-    """Every zstd frame in ``data``, concatenated, with or without a declared content size."""
-    out = []
+def _zstd_decompress(data: bytes | memoryview, max_size: int) -> bytes:
+    """Every zstd frame in ``data``, concatenated, with or without a declared content size.
+
+    A declared size over the limit is refused before any work, and a frame that declares one
+    is inflated in one call (zstd refuses output past the declared size). A frame without
+    one is fed in slices small enough that one slice cannot inflate past what the limit has
+    left (a zstd byte yields at most ``_ZSTD_MAX_RATIO`` bytes), so output stays bounded.
+    """
+    out: list[bytes] = []
+    append = out.append
     total = 0
-    rest = bytes(data)
-    while rest:
-        declared = zstandard.frame_content_size(rest)
-        if max_size is not None and declared > max_size - total:
+    view = memoryview(data)
+    pos = 0
+    end = len(view)
+    while pos < end:
+        declared = zstandard.frame_content_size(view[pos:])
+        if declared > max_size - total:
             raise _too_large(Compression.ZSTD, max_size)
         decompressor = _zstd.decompressor.decompressobj()
-        chunk = decompressor.decompress(rest)
-        if not decompressor.eof:
-            raise CorruptRecordError("zstd payload is truncated: the frame is incomplete")
-        out.append(chunk)
-        total += len(chunk)
-        if max_size is not None and total > max_size:
-            raise _too_large(Compression.ZSTD, max_size)
-        rest = decompressor.unused_data
+        while not decompressor.eof:
+            if pos >= end:
+                raise CorruptRecordError("zstd payload is truncated: the frame is incomplete")
+            if declared >= 0:  # the declared size binds the decoder
+                step = end - pos
+            else:
+                step = max(_ZSTD_MIN_STEP, (max_size - total) // _ZSTD_MAX_RATIO)
+            chunk = decompressor.decompress(view[pos : pos + step])
+            pos = min(pos + step, end)
+            total += len(chunk)
+            if total > max_size:
+                raise _too_large(Compression.ZSTD, max_size)
+            append(chunk)
+        pos -= len(decompressor.unused_data)
     if not out:
         raise CorruptRecordError("zstd payload is empty")
     return b"".join(out)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from brokernodes.errors import KafkaStorageError
+from brokernodes.records.compression import max_inflated_bytes
 from brokernodes.server.http_replication import authenticate_broker
 from brokernodes.server.http_util import auth_header, json_response, topic_partition
 from brokernodes.server.json_records import render_batches
@@ -31,7 +32,6 @@ BINARY = "application/vnd.kafka.recordbatch.v2"
 DEFAULT_MAX_BYTES = 1024 * 1024
 DEFAULT_MAX_RECORDS = 500
 MAX_RECORDS = 10_000
-MAX_DECODED_BYTES = 256 * 1024 * 1024  # a compressed batch may not expand beyond this
 
 
 def add_routes(app: web.Application, broker: Broker) -> None:
@@ -142,8 +142,10 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             raw = b"".join(pread_exactly(s.fd, s.length, s.position) for s in opened)
         finally:
             close_slices(s.fd for s in opened)
+        part = broker.replicas.get_partition(topic, p)
+        cap = max_inflated_bytes(part.log.config.max_message_bytes, part.inflation_ratio)
         records_out, next_offset = render_batches(
-            raw, offset, fmt, max_records=max_records, max_records_bytes=MAX_DECODED_BYTES
+            raw, offset, fmt, max_records=max_records, max_records_bytes=cap
         )
         broker.metrics.record_out(topic, len(raw), len(records_out))
         throttle = await broker.quotas.throttle_fetch(principal, len(raw))

@@ -16,8 +16,9 @@ from typing import Any
 
 import orjson
 
-from brokernodes.errors import InvalidRequestError
+from brokernodes.errors import InvalidRequestError, SluiceError
 from brokernodes.records.batch import DecodedRecord, decode_batch
+from brokernodes.records.header import read_header
 
 DATA_TYPES = ("JSON", "STRING", "BINARY")
 MAX_BATCH_ENTRIES = 1000
@@ -277,12 +278,26 @@ def render_batches(
     before it) are left out; with ``max_records`` the answer stops early and the next
     offset is the record after the last one rendered. ``min_timestamp`` also leaves out
     records before the first one stamped at or after it (a start by timestamp).
+
+    A batch that cannot be decoded (corrupt, or inflating past ``max_records_bytes``; None
+    means the codec's default cap) ends the answer before it, or raises an error naming its
+    offsets when it comes first.
     """
     out: list[dict[str, Any]] = []
     next_offset = offset
     pos = 0
     while pos < len(raw) and (max_records is None or len(out) < max_records):
-        batch = decode_batch(raw, pos, verify_crc=False, max_records_bytes=max_records_bytes)
+        try:
+            batch = decode_batch(raw, pos, verify_crc=False, max_records_bytes=max_records_bytes)
+        except SluiceError as e:
+            if out:  # answer what came before it; the next fetch starts at this batch
+                return out, next_offset
+            h = read_header(raw, pos)
+            raise type(e)(
+                f"the batch at offsets {h.base_offset}-{h.last_offset} cannot be read as "
+                f"records: {e.message}. Fetch it in binary, or skip it with "
+                f"offset={h.next_offset}"
+            ) from e
         h = batch.header
         pos += h.size
         if h.is_control:

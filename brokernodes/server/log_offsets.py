@@ -21,7 +21,8 @@ import aiohttp
 import orjson
 
 from brokernodes.errors import SluiceError, UnauthenticatedError, UnknownTopicOrPartitionError
-from brokernodes.records.batch import decode_batches
+from brokernodes.records.batch import decode_batch
+from brokernodes.records.header import HEADER_SIZE, read_header
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from brokernodes.server.metadata import ClusterMetadata
 
 REMOTE_TIMEOUT_S = 5.0
+LAG_INFLATE_BYTES = 1024 * 1024  # a lag refresh inflates no batch beyond this
 
 
 @dataclass(frozen=True)
@@ -79,17 +81,36 @@ def local_offsets(
     log = p.log
     ts = None
     if timestamp_at is not None and log.log_start_offset <= timestamp_at < log.high_watermark:
-        data = log.read(timestamp_at, 64 * 1024)
-        for batch in decode_batches(data.read_bytes(), verify_crc=False):
-            hit = next((r for r in batch.records if r.offset >= timestamp_at), None)
-            if hit is not None:
-                ts = hit.timestamp
-                break
+        ts = record_timestamp(log.read(timestamp_at, 64 * 1024).read_bytes(), timestamp_at)
     found = None
     if offset_at is not None:
         r = log.offset_for_timestamp(offset_at, max_offset=log.high_watermark)
         found = None if r is None else r.offset
     return LogOffsets(log.log_start_offset, log.high_watermark, ts, found)
+
+
+def record_timestamp(raw: bytes, offset: int) -> int | None:
+    """The timestamp of the record at (or first after) ``offset`` in whole batches ``raw``.
+
+    It runs on the loop every lag refresh, so a compressed batch is inflated only up to
+    ``LAG_INFLATE_BYTES``; one that is larger, or unreadable, answers its header's base
+    timestamp (its first record's: close enough for a time lag, and never an error).
+    """
+    pos = 0
+    while len(raw) - pos >= HEADER_SIZE:
+        header = read_header(raw, pos)
+        if header.next_offset > offset and pos + header.size <= len(raw):
+            try:
+                batch = decode_batch(
+                    raw, pos, verify_crc=False, max_records_bytes=LAG_INFLATE_BYTES
+                )
+            except SluiceError:
+                return header.base_timestamp if header.base_timestamp >= 0 else None
+            hit = next((r for r in batch.records if r.offset >= offset), None)
+            if hit is not None:
+                return hit.timestamp
+        pos += header.size
+    return None
 
 
 async def log_offsets(

@@ -134,6 +134,7 @@ class ReplicaManager:
                     replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
                     broker_epoch=self.metadata.broker_epoch,
                 )
+                p.inflation_ratio = self.config.max_inflation_ratio
                 p.alter_sink = self._send_alter_partition
                 p.on_disk_failure = self._on_disk_failure
                 self.partitions[(info.log_key, info.partition)] = p

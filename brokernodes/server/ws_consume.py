@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from aiohttp import WSMsgType, web
 
 from brokernodes.errors import KafkaStorageError, OffsetOutOfRangeError, SluiceError
+from brokernodes.records.compression import max_inflated_bytes
 from brokernodes.records.header import iter_batches
 from brokernodes.server.json_records import render_batches
 from brokernodes.server.sendfile import OpenSlice, close_slices, open_slices
@@ -48,7 +49,6 @@ logger = logging.getLogger("sluice.broker.ws")
 DEFAULT_MESSAGE_BYTES = 1024 * 1024
 CLIENT_MAX_MSG_BYTES = 64 * 1024  # the client only sends auth and credit messages
 TAIL_WAIT_S = 30.0
-MAX_DECODED_BYTES = 256 * 1024 * 1024
 THREAD_READ_BYTES = 1024 * 1024
 
 
@@ -188,7 +188,9 @@ class ConsumeStream:
                     raw,
                     offset,
                     params.format,
-                    max_records_bytes=MAX_DECODED_BYTES,
+                    max_records_bytes=max_inflated_bytes(
+                        p.log.config.max_message_bytes, p.inflation_ratio
+                    ),
                     min_timestamp=min_timestamp,
                 )
                 min_timestamp = None

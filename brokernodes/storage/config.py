@@ -37,6 +37,10 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     max_message_bytes: int = 1024 * 1024 + 12
     file_delete_delay_ms: int = 60_000
+    # KIP-937 (Kafka 3.6+ defaults): how far a record's timestamp may lie before / after the
+    # broker's clock when produced (brokernodes.records.validator)
+    message_timestamp_before_max_ms: int = MAX_LONG
+    message_timestamp_after_max_ms: int = 60 * 60 * 1000
 
     def __post_init__(self) -> None:
         if self.cleanup_policy not in CLEANUP_POLICIES:
@@ -56,7 +60,14 @@ class LogConfig:
                 raise ValueError(f"{name.replace('_', '.')} must be positive")
         if self.segment_index_bytes < 8:
             raise ValueError("segment.index.bytes must hold at least one index entry (8 bytes)")
-        for name in ("segment_ms", "flush_messages", "flush_ms", "index_interval_bytes"):
+        for name in (
+            "segment_ms",
+            "flush_messages",
+            "flush_ms",
+            "index_interval_bytes",
+            "message_timestamp_before_max_ms",
+            "message_timestamp_after_max_ms",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name.replace('_', '.')} must not be negative")
         if self.flush_messages < 1:
