@@ -6,6 +6,8 @@ import argparse
 import os
 from dataclasses import dataclass
 
+from brokernodes.records.compression import INFLATION_RATIO
+
 FETCH_PATHS = ("sendfile", "copy")
 LOOPS = ("uvloop", "asyncio")
 HTTP_FRONTS = ("fast", "aiohttp")
@@ -23,6 +25,11 @@ class BrokerConfig:
     fsync: bool = True  # False: never fsync (benchmarks/tests only; durability is gone)
     max_request_bytes: int = 16 * 1024 * 1024
     body_timeout_s: float = 30.0  # a whole request body must arrive within this
+    # connection limits (brokernodes.server.connection_limits; docs/data-plane-api.md)
+    request_head_timeout_s: float = 20.0  # a whole request head, from its first byte
+    connections_max_idle_s: float = 600.0  # Kafka's connections.max.idle.ms
+    max_unauthenticated_connections: int = 0  # 0: derived from the open-file limit
+    max_unauthenticated_connections_per_ip: int = 0  # 0: derived from the open-file limit
     max_fetch_bytes: int = 64 * 1024 * 1024
     max_wait_ms: int = 30_000  # upper bound for a fetch's max_wait_ms
     flush_interval_s: float = 1.0  # the flush.ms ticker
@@ -41,6 +48,9 @@ class BrokerConfig:
     acks_all_timeout_s: float = 30.0  # an acks=all produce waits at most this for the ISR
     controlled_shutdown_timeout_s: float = 30.0
     scrub_interval_s: float = 3600.0  # followers re-verify sealed segments (0: never)
+    # a compressed batch's records may inflate to this many times its topic's
+    # max.message.bytes (brokernodes.records.compression; docs/records.md)
+    max_inflation_ratio: int = INFLATION_RATIO
 
 
 def parse_args(argv: list[str] | None = None) -> BrokerConfig:
@@ -76,6 +86,30 @@ def parse_args(argv: list[str] | None = None) -> BrokerConfig:
         "--body-timeout-ms", type=int, default=int(env("SLUICE_BODY_TIMEOUT_MS", 30_000))
     )
     p.add_argument(
+        "--request-head-timeout-ms",
+        type=int,
+        default=int(env("SLUICE_REQUEST_HEAD_TIMEOUT_MS", 20_000)),
+        help="a request head must arrive whole within this of its first byte",
+    )
+    p.add_argument(
+        "--connections-max-idle-ms",
+        type=int,
+        default=int(env("SLUICE_CONNECTIONS_MAX_IDLE_MS", 600_000)),
+        help="close a connection that sends no request for this long (Kafka's default)",
+    )
+    p.add_argument(
+        "--max-unauthenticated-connections",
+        type=int,
+        default=int(env("SLUICE_MAX_UNAUTHENTICATED_CONNECTIONS", 0)),
+        help="cap on connections not yet authenticated (0: derived from the open-file limit)",
+    )
+    p.add_argument(
+        "--max-unauthenticated-connections-per-ip",
+        type=int,
+        default=int(env("SLUICE_MAX_UNAUTHENTICATED_CONNECTIONS_PER_IP", 0)),
+        help="the same cap per client address (0: derived from the open-file limit)",
+    )
+    p.add_argument(
         "--housekeeping-interval-ms",
         type=int,
         default=int(env("SLUICE_HOUSEKEEPING_INTERVAL_MS", 30_000)),
@@ -104,7 +138,24 @@ def parse_args(argv: list[str] | None = None) -> BrokerConfig:
         default=int(env("SLUICE_ACKS_ALL_TIMEOUT_MS", 30_000)),
         help="how long an acks=all produce waits for the in-sync replicas",
     )
+    p.add_argument(
+        "--max-inflation-ratio",
+        type=int,
+        default=int(env("SLUICE_MAX_INFLATION_RATIO", INFLATION_RATIO)),
+        help="a compressed batch may inflate to at most this many times max.message.bytes",
+    )
     a = p.parse_args(argv)
+    for flag in (
+        "body_timeout_ms",
+        "request_head_timeout_ms",
+        "connections_max_idle_ms",
+        "max_inflation_ratio",
+    ):
+        if getattr(a, flag) <= 0:
+            p.error(f"--{flag.replace('_', '-')} must be > 0")
+    for flag in ("max_unauthenticated_connections", "max_unauthenticated_connections_per_ip"):
+        if getattr(a, flag) < 0:
+            p.error(f"--{flag.replace('_', '-')} must be >= 0 (0: derived)")
     secret = env("SLUICE_CLUSTER_SECRET", "")
     if a.control_plane:
         if a.broker_id is None or a.broker_id < 0:
@@ -126,10 +177,15 @@ def parse_args(argv: list[str] | None = None) -> BrokerConfig:
         fsync=not a.no_fsync,
         max_request_bytes=a.max_request_bytes,
         body_timeout_s=a.body_timeout_ms / 1000,
+        request_head_timeout_s=a.request_head_timeout_ms / 1000,
+        connections_max_idle_s=a.connections_max_idle_ms / 1000,
+        max_unauthenticated_connections=a.max_unauthenticated_connections,
+        max_unauthenticated_connections_per_ip=a.max_unauthenticated_connections_per_ip,
         housekeeping_interval_s=a.housekeeping_interval_ms / 1000,
         log_level=a.log_level.upper(),
         replica_lag_time_max_ms=a.replica_lag_time_max_ms,
         replica_fetch_wait_max_ms=a.replica_fetch_wait_max_ms,
         acks_all_timeout_s=a.acks_all_timeout_ms / 1000,
         scrub_interval_s=a.scrub_interval_ms / 1000,
+        max_inflation_ratio=a.max_inflation_ratio,
     )

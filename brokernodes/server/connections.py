@@ -9,6 +9,9 @@ that connection stays uncounted, and each further request on it is checked again
 Connections are tracked by their transport; a closed one is forgotten the next time the
 tenant's connections are counted, so nothing holds a count after the socket is gone.
 Keys without a tenant (static-file brokers) are never counted.
+
+Every admitted connection (with or without a tenant) is reported to ``on_admitted``: it then
+stops counting among the unauthenticated connections (``connection_limits``).
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ class ConnectionQuotas:
         self._by_tenant: dict[str, set[Connection]] = defaultdict(set)
         self._by_principal: dict[tuple[str, str], set[Connection]] = defaultdict(set)
         self._new_bindings = 0
+        # called with each connection a request was admitted on (connection_limits)
+        self.on_admitted: Callable[[Connection], None] | None = None
 
     def count(self, tenant: str, principal: str | None = None) -> int:
         """Open connections of the tenant (or of one of its principals)."""
@@ -62,7 +67,11 @@ class ConnectionQuotas:
     def admit(self, connection: Connection | None, principal: Principal) -> None:
         """Count ``connection`` for ``principal``'s tenant, or raise ``QUOTA_EXCEEDED``."""
         tenant = principal.tenant
-        if tenant is None or connection is None:
+        if connection is None:
+            return
+        if tenant is None:
+            if self.on_admitted is not None:
+                self.on_admitted(connection)
             return
         owner = (tenant, principal.name)
         bound = self._bound.get(connection)
@@ -93,6 +102,8 @@ class ConnectionQuotas:
         self._by_tenant[tenant].add(connection)
         self._by_principal[owner].add(connection)
         self._new_bindings += 1
+        if self.on_admitted is not None:
+            self.on_admitted(connection)
         if self._new_bindings % _PRUNE_ALL_EVERY == 0:
             for t in list(self._by_tenant):
                 self._prune(t)

@@ -20,6 +20,13 @@ is anything else, or anything this parser is unsure of, hands the connection wit
 byte read so far to a fresh aiohttp ``RequestHandler``, which then owns it for good.
 Requests on a connection are answered in order, one at a time (pipelined ones wait in the
 buffer); the answers to requests read together are written together (``_flush_out``).
+
+Limits (``connection_limits``): a request head must arrive whole within the head timeout of
+its first byte and its body within the body timeout of the head's end (``408
+REQUEST_TIMED_OUT``, then the connection is closed; a trickle of bytes does not extend
+either), a connection with no request for the idle timeout is closed, and each connection
+counts among the unauthenticated ones until a request on it is authorized. A request without
+``Host`` goes to aiohttp, whose middleware refuses it (HTTP/1.1 requires the header).
 """
 
 from __future__ import annotations
@@ -39,6 +46,13 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 
 from brokernodes.errors import RequestTimedOutError
+from brokernodes.server.auth import client_host
+from brokernodes.server.connection_limits import (
+    TOO_MANY_CONNECTIONS,
+    ConnectionLimits,
+    UnauthenticatedConnections,
+    head_timed_out,
+)
 from brokernodes.server.sendfile import SEND_STALL_TIMEOUT_S, SliceResponse
 
 logger = logging.getLogger("sluice.broker.http")
@@ -57,7 +71,6 @@ FAST_ROUTES = {
 }
 MAX_FAST_BODY = 1024 * 1024  # larger bodies stream through aiohttp (its body deadline)
 MAX_HEAD = 16 * 1024  # a longer request head goes to aiohttp, which refuses it properly
-KEEPALIVE_TIMEOUT_S = 3630.0  # aiohttp's default for an idle keep-alive connection
 _EMPTY_QUERY: MultiDictProxy[str] = MultiDictProxy(MultiDict())
 _HANDOFF_HEADERS = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
 
@@ -227,10 +240,15 @@ class FastServer:
         *,
         body_timeout_s: float,
         max_request_bytes: int,
+        limits: ConnectionLimits | None = None,
+        pool: UnauthenticatedConnections | None = None,
     ) -> None:
         self.routes = routes
         self.fallback = fallback
         self.body_timeout_s = body_timeout_s
+        self.limits = limits or ConnectionLimits(body_timeout_s=body_timeout_s)
+        self.idle_timeout_s = self.limits.idle_timeout_s
+        self.pool = pool  # None: unauthenticated connections are not counted
         self.max_body = min(MAX_FAST_BODY, max_request_bytes)
         self.connections: set[FastHttpProtocol] = set()
         self.closing = False
@@ -265,8 +283,10 @@ class FastHttpProtocol(asyncio.Protocol):
         self.closing = False
         self.paused = False
         self._writable: asyncio.Future[None] | None = None  # set while writing is paused
-        self._timer: asyncio.TimerHandle | None = None  # the keep-alive timeout
+        self._timer: asyncio.TimerHandle | None = None  # the idle timeout
+        self._head_deadline: asyncio.TimerHandle | None = None
         self._body_deadline: asyncio.TimerHandle | None = None
+        self._evicted = False  # over the unauthenticated caps: close after this answer
         self._last_active = 0.0
         self._out: list[bytes] = []  # answers held back while pipelined requests follow
         self._flush_scheduled = False
@@ -286,9 +306,13 @@ class FastHttpProtocol(asyncio.Protocol):
         self.server.connections.add(self)
         self._last_active = self._loop.time()
         self._arm_idle_timer()
+        if self.server.pool is not None:
+            self.server.pool.track(transport, client_host(self.remote), self.evict)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
+        if self.server.pool is not None and self.transport is not None:
+            self.server.pool.forget(self.transport)
         self.closing = True
         self._cancel_timers()
         self.resume_writing()  # a body being copied sees the transport closing
@@ -319,10 +343,10 @@ class FastHttpProtocol(asyncio.Protocol):
                 raise ConnectionResetError("client went away")
 
     def _cancel_timers(self) -> None:
-        for timer in (self._timer, self._body_deadline):
+        for timer in (self._timer, self._head_deadline, self._body_deadline):
             if timer is not None:
                 timer.cancel()
-        self._timer = self._body_deadline = None
+        self._timer = self._head_deadline = self._body_deadline = None
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
@@ -344,7 +368,14 @@ class FastHttpProtocol(asyncio.Protocol):
         if end < 0:
             if len(buf) > MAX_HEAD:
                 self._hand_off()
+            elif self._head_deadline is None:  # from the head's first byte, never extended
+                self._head_deadline = self._loop.call_later(
+                    self.server.limits.request_head_timeout_s, self._head_timed_out
+                )
             return
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
         parsed = self._parse_head(end)
         if parsed is None:
             self._hand_off()
@@ -394,6 +425,7 @@ class FastHttpProtocol(asyncio.Protocol):
         headers = CIMultiDict()
         length = None
         close = False
+        host = False
         for line in lines[1:]:
             name, sep, value = line.partition(b":")
             if not sep or not name or name != name.strip() or b" " in name or b"\t" in name:
@@ -406,6 +438,8 @@ class FastHttpProtocol(asyncio.Protocol):
                 if length is not None or not value.isdigit():
                     return None
                 length = int(value)
+            elif lname == b"host":
+                host = True
             elif lname == b"connection":
                 tokens = {t.strip() for t in value.lower().split(b",")}
                 if b"close" in tokens:
@@ -416,6 +450,8 @@ class FastHttpProtocol(asyncio.Protocol):
                 headers.add(name.decode("ascii"), value.decode("latin-1"))
             except UnicodeError:
                 return None
+        if not host:
+            return None  # aiohttp's middleware answers 400
         if method == b"GET":
             if length:
                 return None  # a GET with a body: aiohttp's to read and ignore
@@ -432,7 +468,7 @@ class FastHttpProtocol(asyncio.Protocol):
         )
         try:
             resp = await self.server.routes.middleware(request, handler)
-            close = close or self.server.closing or resp.keep_alive is False
+            close = close or self.server.closing or self._evicted or resp.keep_alive is False
             if isinstance(resp, SliceResponse):
                 data = serialize_head(resp, close)
             else:
@@ -536,22 +572,44 @@ class FastHttpProtocol(asyncio.Protocol):
 
         self._loop.create_task(self._serve(method_path, headers, b"", True, timed_out))
 
+    def _head_timed_out(self) -> None:
+        """A head did not arrive whole within the head timeout of its first byte:
+        REQUEST_TIMED_OUT and the connection is closed."""
+        self._head_deadline = None
+        if self.closing or self.busy:
+            return
+        self.buf = bytearray()
+        self._flush_out(head_timed_out(self.server.limits.request_head_timeout_s))
+        self._close()
+
     def _arm_idle_timer(self) -> None:
         loop = self._loop
-        self._timer = loop.call_at(self._last_active + KEEPALIVE_TIMEOUT_S, self._idle_check)
+        self._timer = loop.call_at(self._last_active + self.server.idle_timeout_s, self._idle_check)
 
     def _idle_check(self) -> None:
-        """aiohttp's keep-alive timeout: an idle connection is closed after it."""
+        """The idle timeout (Kafka's connections.max.idle.ms): a connection that has not
+        sent a request since its last answer (or since it opened) for that long is closed.
+        A partial head is not activity: the head deadline bounds it."""
         self._timer = None
         if self.closing:
             return
         loop = self._loop
-        if self.busy or self.buf:
+        if self.busy:
             self._last_active = loop.time()
-        elif loop.time() >= self._last_active + KEEPALIVE_TIMEOUT_S:
+        elif loop.time() >= self._last_active + self.server.idle_timeout_s:
             self._close()
             return
         self._arm_idle_timer()
+
+    def evict(self) -> None:
+        """Over the unauthenticated-connection caps: ``503 TOO_MANY_CONNECTIONS`` now if no
+        request is being served, else close once its answer is written."""
+        if self.busy:
+            self._evicted = True
+            return
+        self.buf = bytearray()
+        self._flush_out(TOO_MANY_CONNECTIONS)
+        self._close()
 
     def close_when_idle(self) -> None:
         if not self.busy:

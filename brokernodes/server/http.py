@@ -8,9 +8,10 @@ import logging
 import time
 import uuid
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from brokernodes.errors import (
+    InvalidRequestError,
     MethodNotAllowedError,
     NotFoundError,
     RequestTooLargeError,
@@ -50,8 +51,23 @@ def _http_exception_error(exc: web.HTTPException, request: web.Request) -> Sluic
     return err
 
 
+def check_request(request: web.Request, max_request_bytes: int) -> None:
+    """What every route refuses before its handler runs: an HTTP/1.1 request without
+    ``Host`` (RFC 9112 requires it), and a body announced over the request limit (413 on
+    every route, also those that never read a body)."""
+    if hdrs.HOST not in request.headers and getattr(request, "version", (1, 1)) >= (1, 1):
+        raise InvalidRequestError("an HTTP/1.1 request needs a Host header (RFC 9112, 3.2)")
+    length = request.content_length
+    if length is not None and length > max_request_bytes:
+        raise RequestTooLargeError(
+            f"request body of {length} bytes is over this broker's limit of "
+            f"{max_request_bytes} bytes; send smaller requests"
+        )
+
+
 def make_middleware(broker: Broker):
     histogram = broker.metrics.request_seconds
+    max_request_bytes = broker.config.max_request_bytes
     errors = broker.metrics.errors
     children: dict[str, object] = {}
 
@@ -63,6 +79,7 @@ def make_middleware(broker: Broker):
         route = request.match_info.route
         endpoint = route.name or "unmatched"
         try:
+            check_request(request, max_request_bytes)
             return await handler(request)
         except SluiceError as e:
             errors.labels(e.error_code).inc()

@@ -26,8 +26,16 @@ from aiohttp import web
 from brokernodes.errors import UnauthenticatedError
 from brokernodes.server.broker import Broker
 from brokernodes.server.config import BrokerConfig, parse_args
+from brokernodes.server.connection_limits import (
+    ConnectionLimits,
+    UnauthenticatedConnections,
+    limits_for,
+    raise_nofile_limit,
+)
 from brokernodes.server.fast_http import FastRoutes, FastServer
 from brokernodes.server.http import build_app
+from brokernodes.server.http_handler import guarded_factory
+from brokernodes.server.http_util import BROKER_KEY
 from brokernodes.server.metadata import (
     ClusterMetadata,
     MetadataError,
@@ -132,22 +140,52 @@ EXIT_LOG_DIR_FAILED = 3
 FAILED_SHUTDOWN_TIMEOUT_S = 5.0
 
 
+def connection_limits(config: BrokerConfig) -> ConnectionLimits:
+    """Raise the open-file limit and derive the connection caps from it (logged)."""
+    nofile = raise_nofile_limit()
+    limits = limits_for(
+        nofile,
+        request_head_timeout_s=config.request_head_timeout_s,
+        body_timeout_s=config.body_timeout_s,
+        idle_timeout_s=config.connections_max_idle_s,
+        max_unauthenticated=config.max_unauthenticated_connections,
+        max_unauthenticated_per_ip=config.max_unauthenticated_connections_per_ip,
+    )
+    logger.info(
+        "open-file limit %d: at most %d unauthenticated connections (%d per address); "
+        "head timeout %gs, body timeout %gs, idle timeout %gs",
+        nofile,
+        limits.max_unauthenticated,
+        limits.max_unauthenticated_per_ip,
+        limits.request_head_timeout_s,
+        limits.body_timeout_s,
+        limits.idle_timeout_s,
+    )
+    return limits
+
+
 async def listen(
     config: BrokerConfig, app: web.Application, runner: web.AppRunner
 ) -> tuple[asyncio.AbstractServer, FastServer | None]:
     """The listening socket: the lean HTTP/1.1 front (``fast_http``) handing other requests
-    to aiohttp, or aiohttp alone with ``--http-front aiohttp``."""
+    to aiohttp, or aiohttp alone with ``--http-front aiohttp``; both with the connection
+    limits (``connection_limits``)."""
     loop = asyncio.get_running_loop()
     assert runner.server is not None
+    limits = connection_limits(config)
+    pool = UnauthenticatedConnections(limits.max_unauthenticated, limits.max_unauthenticated_per_ip)
+    app[BROKER_KEY].connection_quotas.on_admitted = pool.authenticated
     fast = None
-    factory = runner.server
+    factory = guarded_factory(runner.server, limits, pool)
     if config.http_front == "fast":
         (middleware,) = app.middlewares
         fast = factory = FastServer(
             FastRoutes(app, middleware),
-            runner.server,
+            factory,
             body_timeout_s=config.body_timeout_s,
             max_request_bytes=config.max_request_bytes,
+            limits=limits,
+            pool=pool,
         )
     server = await loop.create_server(
         factory, config.host, config.port, reuse_address=True, backlog=1024
@@ -187,6 +225,7 @@ async def serve(config: BrokerConfig) -> int:
         access_log=None,
         shutdown_timeout=config.shutdown_timeout_s,
         lingering_time=2.0,
+        keepalive_timeout=config.connections_max_idle_s,
         read_bufsize=256 * 1024,
     )
     await runner.setup()
@@ -252,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    from brokernodes.security import redaction  # credentials never reach the log
+
+    redaction.install()
     tune_malloc()
     prometheus_client.disable_created_metrics()  # one broker per process: no *_created noise
     loop_factory = None
