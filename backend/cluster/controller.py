@@ -33,12 +33,7 @@ from backend.cluster import metadata_log, partitions
 from backend.cluster.models import Broker, PartitionAssignment, ReplicaLogReport
 from backend.cluster.services import BROKER, broker_record, commit_partition_changes
 from brokernodes.replication import controller as core
-from brokernodes.replication.controller import (
-    BrokerView,
-    Election,
-    PartitionRegistration,
-    ReplicaLog,
-)
+from brokernodes.replication.controller import Election, PartitionRegistration, ReplicaLog
 
 logger = logging.getLogger(__name__)
 
@@ -113,15 +108,19 @@ def _audit_recovery(a: PartitionAssignment, election: Election, logs: dict[int, 
     )
 
 
-def _replica_logs(pks, view: BrokerView) -> dict[int, dict[int, ReplicaLog]]:
-    """Per assignment id, the log reports made by each broker's current registration."""
-    out: dict[int, dict[int, ReplicaLog]] = {}
-    for r in ReplicaLogReport.objects.filter(assignment_id__in=pks):
-        if view.broker_epochs.get(r.broker_id) == r.broker_epoch:
-            out.setdefault(r.assignment_id, {})[r.broker_id] = ReplicaLog(
-                r.last_leader_epoch, r.log_end_offset
-            )
-    return out
+# per assignment id, why it was offline when last logged: logged again only on a change
+_still_offline: dict[int, str] = {}
+
+
+def _log_still_offline(a: PartitionAssignment, view, logs: dict[int, ReplicaLog]) -> None:
+    reason = core.offline_reason(
+        partitions.registration(a), view, logs, unclean_enabled=partitions.unclean_enabled(a.topic)
+    )
+    if _still_offline.get(a.pk) != reason:
+        _still_offline[a.pk] = reason
+        logger.warning(
+            "topic %s partition %s is offline: %s", a.topic.topic_id, a.partition, reason
+        )
 
 
 def _locked_partitions() -> list[PartitionAssignment]:
@@ -211,7 +210,7 @@ def _elect_offline_leaders(lease: leases.Lease, pks: list[int]) -> int:
         .order_by("pk")
     )
     offline = list(offline)
-    logs = _replica_logs([a.pk for a in offline], view)
+    logs = partitions.replica_logs([a.pk for a in offline], view)
     recovered: dict[PartitionAssignment, Election] = {}
     for a in offline:
         if not a.replicas:
@@ -224,10 +223,13 @@ def _elect_offline_leaders(lease: leases.Lease, pks: list[int]) -> int:
         )
         if election is not None:
             changes[a] = election.registration
+            _still_offline.pop(a.pk, None)
             if election.unclean:
                 unclean[a] = election
             if election.recovered:
                 recovered[a] = election
+        else:
+            _log_still_offline(a, view, logs.get(a.pk, {}))
     commit_partition_changes(changes)
     ReplicaLogReport.objects.filter(assignment__in=list(changes)).delete()
     for a, election in unclean.items():

@@ -12,8 +12,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from backend.cluster.models import Broker, PartitionAssignment
-from brokernodes.replication.controller import BrokerView, PartitionRegistration
+from backend.cluster.models import Broker, PartitionAssignment, ReplicaLogReport
+from brokernodes.replication.controller import BrokerView, PartitionRegistration, ReplicaLog
 
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
 
@@ -74,6 +74,18 @@ def broker_view(*, exclude: frozenset[int] = frozenset()) -> BrokerView:
         if b.shutting_down:
             down.add(b.broker_id)
     return BrokerView(frozenset(live), epochs, frozenset(down))
+
+
+def replica_logs(pks, view: BrokerView) -> dict[int, dict[int, ReplicaLog]]:
+    """Per assignment id, the log reports (``ReplicaLogReport``) that each broker made in its
+    current registration; older ones do not count."""
+    out: dict[int, dict[int, ReplicaLog]] = {}
+    for r in ReplicaLogReport.objects.filter(assignment_id__in=pks):
+        if view.broker_epochs.get(r.broker_id) == r.broker_epoch:
+            out.setdefault(r.assignment_id, {})[r.broker_id] = ReplicaLog(
+                r.last_leader_epoch, r.log_end_offset
+            )
+    return out
 
 
 def min_isr(topic) -> int:

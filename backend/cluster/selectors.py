@@ -4,6 +4,7 @@ from django.db.models import QuerySet
 
 from backend.cluster import partitions
 from backend.cluster.models import Broker, PartitionAssignment
+from brokernodes.replication.controller import offline_reason
 
 
 def broker_get(*, broker_id: int) -> Broker | None:
@@ -68,7 +69,19 @@ def assignments(*, organisation=None) -> QuerySet[PartitionAssignment]:
 
 def partition_states(*, state: str = "all", organisation=None) -> list[dict]:
     """Partitions (all, or one organisation's) in ``state``: all, under_replicated or
-    offline (docs/controller.md defines them)."""
-    return [
-        partition_state(a) for a in assignments(organisation=organisation) if _matches(a, state)
-    ]
+    offline (docs/controller.md defines them). An offline one says why and what brings it
+    back (``offline_reason``)."""
+    rows = [a for a in assignments(organisation=organisation) if _matches(a, state)]
+    out = [partition_state(a) for a in rows]
+    offline = [(a, s) for a, s in zip(rows, out, strict=True) if partitions.offline(a)]
+    if offline:
+        view = partitions.broker_view()
+        logs = partitions.replica_logs([a.pk for a, _ in offline], view)
+        for a, s in offline:
+            s["offline_reason"] = offline_reason(
+                partitions.registration(a),
+                view,
+                logs.get(a.pk, {}),
+                unclean_enabled=partitions.unclean_enabled(a.topic),
+            )
+    return out

@@ -252,6 +252,47 @@ def recover_leader(
     return Election(_bump(new, leader=leader), leader, recovered=True)
 
 
+def offline_reason(
+    reg: PartitionRegistration,
+    brokers: BrokerView,
+    logs: Mapping[int, ReplicaLog] | None = None,
+    *,
+    unclean_enabled: bool = False,
+) -> str:
+    """Why an offline partition has no leader yet and what brings it back, for operators
+    (the internal partitions route, ``make up``) and the controller's log."""
+    if not reg.replicas:
+        return "not placed yet: it gets replicas once a broker is live"
+    if reg.isr or reg.elr:
+        members = _sorted_like({*reg.isr, *reg.elr}, reg.replicas)
+        return (
+            f"waiting for an in-sync or eligible replica ({_ids(members)}) to come back; "
+            f"the controller elects it at once"
+        )
+    if reg.last_known_elr:
+        waiting = recovery_waits_for(reg, brokers, logs or {})
+        if not waiting:
+            return (
+                f"every eligible replica restarted uncleanly and reported its log: the "
+                f"controller elects the longest among {_ids(reg.last_known_elr)}"
+            )
+        return (
+            f"every eligible replica restarted uncleanly: unclean recovery waits for "
+            f"{_ids(waiting)} to be back and report their logs, then elects the longest log "
+            f"among {_ids(reg.last_known_elr)}"
+        )
+    if unclean_enabled:
+        return "no eligible replica: waiting for any replica to come back (unclean election)"
+    return (
+        "no replica is known to hold every acknowledged record; setting the topic's "
+        "unclean.leader.election.enable=true elects any live replica (records may be lost)"
+    )
+
+
+def _ids(brokers: Iterable[int]) -> str:
+    return "brokers " + ", ".join(str(b) for b in brokers)
+
+
 def elect_offline(
     reg: PartitionRegistration,
     brokers: BrokerView,

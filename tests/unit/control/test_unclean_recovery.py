@@ -117,3 +117,17 @@ def test_a_report_for_a_partition_the_broker_does_not_replicate_is_ignored(clust
     unknown = {**report(topic, 0, 1, 1), "topic_id": "00000000-0000-0000-0000-000000000000"}
     assert heartbeat(1, epochs[1], [unknown, report(topic, 99, 1, 1)]).status_code == 200
     assert not ReplicaLogReport.objects.exists()
+
+
+def test_operators_see_why_a_partition_is_offline(cluster):
+    _world, topic, _ = cluster
+    epochs, _lease = crash_everything(topic)
+    assert heartbeat(2, epochs[2], [report(topic, 0, 7, 50)]).status_code == 200
+    r = cluster_client().get("/internal/v1/partitions?state=offline")
+    assert r.status_code == 200
+    mine = {p["partition"]: p for p in r.json()["partitions"] if p["topic"] == topic.name}
+    assert sorted(mine) == [0, 1, 2]
+    assert "waits for brokers 3 to be back" in mine[0]["offline_reason"]
+    both = ", ".join(str(b) for b in row(topic, 1).last_known_elr)  # in replica order
+    assert f"waits for brokers {both} to be back" in mine[1]["offline_reason"]
+    assert sorted(mine[0]["last_known_elr"]) == [2, 3]

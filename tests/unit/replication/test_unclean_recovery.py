@@ -138,3 +138,17 @@ def test_reassignment_keeps_the_last_known_elr_within_the_replicas():
     assert started.last_known_elr == (1, 2)  # 2 is only leaving, still a replica
     cancelled = ctl.cancel_reassignment(started)
     assert cancelled is not None and cancelled.last_known_elr == (1, 2)
+
+
+def test_offline_reason_says_what_brings_the_partition_back():
+    r = crashed_everywhere(2)  # last known ELR (1, 2)
+    reason = ctl.offline_reason(r, view(0, 1), {1: Log(5, 100)})
+    assert "unclean recovery waits for brokers 2 " in reason and "brokers 1, 2" in reason
+    reason = ctl.offline_reason(r, view(0, 1, 2), {1: Log(5, 100), 2: Log(5, 1)})
+    assert "reported its log" in reason
+    elr = Reg((0, 1, 2), (), ctl.NO_LEADER, 5, 9, elr=(2, 0))
+    assert "(brokers 0, 2) to come back" in ctl.offline_reason(elr, view(1))
+    lost = Reg((0, 1, 2), (), ctl.NO_LEADER, 5, 9)
+    assert "unclean.leader.election.enable=true" in ctl.offline_reason(lost, view(0, 1, 2))
+    assert "any replica" in ctl.offline_reason(lost, view(), unclean_enabled=True)
+    assert "not placed" in ctl.offline_reason(Reg((), (), ctl.NO_LEADER), view())
