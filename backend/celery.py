@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from celery import Celery
-from celery.signals import beat_init, worker_init
+from celery.signals import beat_init, setup_logging, worker_init
 
 app = Celery("sluice")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -55,6 +55,17 @@ def _filesystem_dirs(**kwargs) -> None:
         folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(key)
         if folder:
             Path(folder).mkdir(parents=True, exist_ok=True)
+
+
+@setup_logging.connect
+def _logging(**kwargs) -> None:
+    """Workers and beat log through Django's LOGGING with the redaction filter on every
+    handler, instead of Celery's own handlers (which would have no filter)."""
+    from django.conf import settings
+
+    from backend.core.logging import configure
+
+    configure(settings.LOGGING)
 
 
 worker_init.connect(_filesystem_dirs)

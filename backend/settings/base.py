@@ -165,11 +165,13 @@ CSRF_TRUSTED_ORIGINS = [
     o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o
 ]
 
-# Logs go to stderr; the filter redacts API-key secrets from every record, whatever logs it.
+# Logs go to stderr; the redaction filter (brokernodes.security.redaction, the brokers' too)
+# removes credentials from every record: LOGGING_CONFIG puts it on every handler.
+LOGGING_CONFIG = "backend.core.logging.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact_secrets": {"()": "backend.core.logging.RedactSecretsFilter"}},
+    "filters": {"redact_secrets": {"()": "brokernodes.security.redaction.RedactSecretsFilter"}},
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",

@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from backend.core.logging import RedactSecretsFilter, redact
 from backend.keys import tokens
 from backend.keys.models import ApiKey
 from backend.keys.signals import api_key_revoked
 from backend.tenancy import roles
+from brokernodes.security.redaction import RedactSecretsFilter, redact
 
 from .conftest import key_client
 

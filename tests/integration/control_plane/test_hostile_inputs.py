@@ -1,0 +1,236 @@
+"""Hostile tenants against the real control plane (runserver on the local settings) and a
+real broker (a process pulling the metadata log): credentials sent in odd places never reach
+either's logs; a DENY for an IPv4-mapped host applies to the IPv4 client; every operation of
+the OpenAPI schema answers hostile inputs with a 4xx, never a 5xx; unknown API routes are
+JSON 404s (DEBUG off) and the local secret lives in var/ (0600)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import stat
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.client import HTTPConnection
+
+import aiohttp
+import pytest
+
+from tests.unit.control.bad_input_walk import cases, problem
+
+from .conftest import ControlPlane, http, start_control_plane, wait_for
+
+MAX_BODY = 64 * 1024
+
+
+@pytest.fixture(scope="module")
+def cp(tmp_path_factory) -> Iterator[ControlPlane]:
+    env = {"SLUICE_MAX_REQUEST_BYTES": str(MAX_BODY), "SLUICE_LOG_LEVEL": "DEBUG"}
+    with start_control_plane(tmp_path_factory.mktemp("hostile"), env) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="module")
+def tenant(cp) -> dict:
+    return cp.tenant("hostile")
+
+
+@pytest.fixture(scope="module")
+def broker(cp, tenant):
+    b = cp.start_broker(1)
+    status, _ = cp.api(
+        "POST",
+        "topics/",
+        {"name": "t", "partitions": 1, "replication_factor": 1},
+        key=tenant["api_key"],
+    )
+    assert status == 201
+    return b
+
+
+def raw(url: str, request: bytes, timeout: float = 5.0) -> bytes:
+    """Send ``request`` as is on a new connection; what came back before the close."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        s.sendall(request)
+        chunks = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                chunk = s.recv(65536)
+            except (TimeoutError, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if b"\r\n\r\n" in b"".join(chunks):
+                break
+        return b"".join(chunks)
+
+
+def odd_requests(key: str, path: str) -> list[bytes]:
+    k = key.encode()
+    host = b"Host: 127.0.0.1\r\n"
+    sep = b"?" if b"?" not in path.encode() else b"&"
+    upgrade = (
+        b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    )
+    p = path.encode()
+    return [
+        b"GET " + p + b" HTTP/1.1\r\n" + host + b"Authorization: Bearer " + k + b"\x00\r\n\r\n",
+        b"GET " + p + sep + b"api_key=" + k + b" HTTP/1.1\r\n" + host + b"\r\n",
+        b"GET " + p + b" HTTP/1.1\r\n" + host + k + b"\r\n\r\n",  # a header without a colon
+        b"GET " + p + b" HTTP/1.1\r\n" + host + b"X-Api-Key: " + k + b"\x01\r\n\r\n",
+        b"GET " + p + b" HTTP/1.1\r\n" + host + b"Cookie: sessionid=" + k + b"\r\n\r\n",
+        b"GET "
+        + p
+        + b" HTTP/1.1\r\n"
+        + host
+        + upgrade
+        + b"Sec-WebSocket-Protocol: "
+        + k
+        + b"\r\n\r\n",
+        b"GET /" + k + b"\x00 HTTP/1.1\r\n" + host + b"\r\n",
+    ]
+
+
+def test_credentials_in_odd_places_never_reach_the_logs(cp, tenant, broker):
+    key = tenant["api_key"]
+    key_id, secret = key.split(".", 1)
+    ws_path = "/sluice/v1/ws/consume?topic=t&partition=0&from=earliest"
+    for request in odd_requests(key, ws_path) + odd_requests(key, "/sluice/v1/metadata"):
+        raw(broker.url, request)
+    for request in odd_requests(key, "/api/v1/topics/"):
+        raw(cp.url, request)
+
+    async def websockets() -> None:
+        async with aiohttp.ClientSession() as session:
+            # the key as a subprotocol (no auth message follows), then NUL-suffixed in the
+            # first message's auth
+            for protocols, first in (((key,), None), ((), {"auth": key + "\x00"})):
+                try:
+                    async with session.ws_connect(broker.url + ws_path, protocols=protocols) as ws:
+                        if first is not None:
+                            await ws.send_str(json.dumps(first))
+                        await ws.receive(timeout=2)
+                except (aiohttp.ClientError, TimeoutError):
+                    pass
+
+    asyncio.run(websockets())
+    # a wrong secret, a NUL-suffixed key and a password that is a key, through the APIs
+    http("GET", f"{broker.url}/sluice/v1/metadata", key=key[:-2] + "zz")
+    http("GET", f"{cp.url}/api/v1/topics/?token={key}", key=key[:-2] + "zz")
+    http("POST", f"{cp.url}/api/v1/auth/login", {"username": "x", "password": key})
+    time.sleep(1.0)  # let both processes write their lines
+
+    logs = {
+        "broker": broker.log.read_text(errors="replace"),
+        "control plane": cp.server.log.read_text(errors="replace"),
+    }
+    for name, text in logs.items():
+        assert text.strip(), f"the {name} logged nothing"
+        for leaked in (secret, secret[:16], secret[-16:]):
+            assert leaked not in text, f"the {name} log holds the key's secret"
+    assert key_id in logs["broker"] + logs["control plane"], "no request was logged at all"
+
+
+def test_a_deny_for_an_ipv4_mapped_host_applies_to_the_ipv4_client(cp, tenant, broker):
+    key = tenant["api_key"]
+
+    def produce():
+        return http(
+            "POST",
+            f"{broker.url}/v3/clusters/sluice-local/topics/t/records",
+            {"partition_id": 0, "value": {"type": "STRING", "data": "v"}},
+            key=key,
+        )
+
+    wait_for("the partition", lambda: produce()[0] == 200, timeout=20)
+    status, binding = cp.api(
+        "POST",
+        "acls/",
+        {
+            "principal": "User:*",
+            "host": "::ffff:127.0.0.1",
+            "resource_type": "TOPIC",
+            "resource_name": "t",
+            "operation": "WRITE",
+            "permission": "DENY",
+        },
+        key=key,
+    )
+    assert status == 201 and binding["host"] == "127.0.0.1", binding
+    status, body = wait_for("the DENY to apply", lambda: (r := produce())[0] == 403 and r)
+    assert body["error_code"] == "TOPIC_AUTHORIZATION_FAILED", body
+    status, body = cp.api(
+        "POST",
+        "acls/",
+        {
+            "principal": "User:*x",
+            "resource_type": "TOPIC",
+            "resource_name": "t",
+            "operation": "READ",
+        },
+        key=key,
+    )
+    assert status == 400 and "principal" in body["fields"], body
+    assert cp.api("DELETE", f"acls/{binding['id']}", key=key)[0] == 204
+    wait_for("the DENY to go", lambda: produce()[0] == 200, timeout=20)
+
+
+def test_every_operation_answers_hostile_inputs_with_a_4xx(cp, tenant):
+    key = tenant["api_key"]
+    status, accounts = cp.api("GET", "service-accounts/", key=key)
+    assert status == 200, accounts
+    own = next(a for a in accounts if a["name"] == "hostile-app")
+    status, topic = cp.api("POST", "topics/", {"name": "walked", "replication_factor": 1}, key=key)
+    assert status == 201, topic
+    values = {"name": "walked", "service_account_id": own["id"], "organisation": "hostile"}
+    problems, seen = [], 0
+    for case in cases(values, MAX_BODY):
+        if case.method == "DELETE":
+            continue  # the deletes would remove what the other cases need (unit walk has them)
+        data = case.body.encode() if isinstance(case.body, str) else case.body
+        conn = HTTPConnection("127.0.0.1", cp.port, timeout=30)
+        try:
+            conn.request(
+                case.method,
+                case.url,
+                body=data,
+                headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+            )
+            response = conn.getresponse()
+            status, content = response.status, response.read()
+        except (ConnectionError, OSError) as exc:  # the server closed on an oversized body
+            status, content = 0, str(exc).encode()
+        finally:
+            conn.close()
+        seen += 1
+        if status == 0:
+            problems.append(f"{case.method} {case.url} ({case.what}): connection failed")
+            continue
+        why = problem(case, status, content)
+        if why:
+            problems.append(why)
+    assert seen > 150
+    assert not problems, "\n".join(problems)
+    # a key deleting its own service account: refused, the account stays
+    status, body = cp.api("DELETE", f"service-accounts/{own['id']}", key=key)
+    assert status == 409 and body["error_code"] == "CONFLICT", body
+    assert cp.api("GET", "topics/", key=key)[0] == 200
+
+
+def test_unknown_api_routes_are_json_and_the_secret_is_private(cp):
+    for path in ("/api/v1/no-such-route", "/api/nothing", "/internal/v1/nothing"):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(cp.url + path, timeout=10)
+        assert err.value.code == 404
+        assert err.value.headers["Content-Type"] == "application/json"
+        assert json.loads(err.value.read())["error_code"] == "NOT_FOUND"
+    secret_file = cp.workdir / "var" / "secret_key"
+    assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+    assert len(secret_file.read_text().strip()) >= 50
