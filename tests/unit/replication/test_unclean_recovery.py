@@ -5,9 +5,16 @@ unless the topic enables unclean leader election."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
+
+from brokernodes.records.batch import Record, encode_batch
 from brokernodes.replication import controller as ctl
 from brokernodes.replication import errors
 from brokernodes.replication.leader import AlterPartitionRequest
+from brokernodes.server.metadata import PartitionInfo
+from brokernodes.server.metadata_client import offline_replica_logs
+from brokernodes.server.partition import Partition
 
 Reg = ctl.PartitionRegistration
 Log = ctl.ReplicaLog
@@ -152,3 +159,33 @@ def test_offline_reason_says_what_brings_the_partition_back():
     assert "unclean.leader.election.enable=true" in ctl.offline_reason(lost, view(0, 1, 2))
     assert "any replica" in ctl.offline_reason(lost, view(), unclean_enabled=True)
     assert "not placed" in ctl.offline_reason(Reg((), (), ctl.NO_LEADER), view())
+
+
+def test_a_broker_reports_the_logs_of_the_partitions_it_sees_offline(tmp_path):
+    """The heartbeat's ``replica_logs``: last leader epoch and log end of each hosted
+    partition without a leader, from the real partition and its log; nothing for a led one."""
+
+    def partition(n: int, leader_epoch: int) -> Partition:
+        info = PartitionInfo("t", n, 1, leader_epoch, (1, 2, 3), (1, 2, 3), "topic-id")
+        log, state = Partition.open_log(str(tmp_path / f"t-{n}"), info, None, fsync=False)
+        p = Partition(info, log, 1, state, min_insync_replicas=2, replica_lag_time_max_ms=30_000)
+        now = int(time.time() * 1000)
+        records = [Record(now, None, b"v%d" % i) for i in range(3 + n)]
+        p.log.append(bytearray(encode_batch(records)), leader_epoch=leader_epoch)
+        return p
+
+    led, offline, empty = partition(0, 4), partition(1, 6), partition(2, 0)
+    for p in (offline, empty):
+        p.apply_metadata(replace(p.info, leader=ctl.NO_LEADER), min_insync_replicas=2)
+    empty.log.truncate_to(0)
+    reports = offline_replica_logs([led, offline, empty])
+    assert reports[0] == {
+        "topic_id": "topic-id",
+        "partition": 1,
+        "last_leader_epoch": 6,
+        "log_end_offset": 4,
+    }
+    assert [r["partition"] for r in reports] == [1, 2]
+    assert reports[1]["log_end_offset"] == 0
+    for p in (led, offline, empty):
+        p.log.close()
