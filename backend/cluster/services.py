@@ -135,31 +135,37 @@ def broker_heartbeat(
 def record_replica_logs(broker: Broker, reports: Iterable[Mapping]) -> int:
     """Store what ``broker`` (its current registration) reported of its logs of offline
     partitions: ``{"topic_id", "partition", "last_leader_epoch", "log_end_offset"}`` each
-    (KIP-966's GetReplicaLogInfo answer). Partitions it does not replicate are ignored.
-    Returns how many were stored."""
-    reports = list(reports)
-    if not reports:
-        return 0
+    (KIP-966's GetReplicaLogInfo answer). Partitions it does not replicate are ignored; an
+    unchanged report is not written again (heartbeats repeat them while offline). Returns
+    how many rows were written."""
     wanted = {(str(r["topic_id"]), int(r["partition"])): r for r in reports}
-    stored = 0
+    if not wanted:
+        return 0
     rows = PartitionAssignment.objects.filter(
         topic__topic_id__in={t for t, _ in wanted}
     ).select_related("topic")
+    have = {
+        r.assignment_id: r
+        for r in ReplicaLogReport.objects.filter(broker_id=broker.broker_id, assignment__in=rows)
+    }
+    written = 0
     for a in rows:
         r = wanted.get((str(a.topic.topic_id), a.partition))
         if r is None or broker.broker_id not in a.replicas:
             continue
+        values = {
+            "broker_epoch": broker.epoch,
+            "last_leader_epoch": int(r["last_leader_epoch"]),
+            "log_end_offset": int(r["log_end_offset"]),
+        }
+        old = have.get(a.pk)
+        if old is not None and all(getattr(old, k) == v for k, v in values.items()):
+            continue
         ReplicaLogReport.objects.update_or_create(
-            assignment=a,
-            broker_id=broker.broker_id,
-            defaults={
-                "broker_epoch": broker.epoch,
-                "last_leader_epoch": int(r["last_leader_epoch"]),
-                "log_end_offset": int(r["log_end_offset"]),
-            },
+            assignment=a, broker_id=broker.broker_id, defaults=values
         )
-        stored += 1
-    return stored
+        written += 1
+    return written
 
 
 def commit_partition_changes(changes: Mapping[PartitionAssignment, PartitionRegistration]) -> int:
