@@ -4,15 +4,26 @@ brokers (tests/integration/control_plane/conftest.py), short sessions so failove
 ``FaultCluster`` adds what scenarios need on top: topics with RF 3 and min ISR 2, the
 partition state from the metadata log, kill -9 / SIGSTOP / restart of brokers, healing
 (every broker running again), and reading a replica's log straight from its segment files.
+
+Brokers run with the default flush policy (no ``--no-fsync``) unless ``fsync=False``. With
+``proxied=True`` every broker's links go through a ``LinkProxy`` each (``net[b]``: the
+broker's advertised address, so its clients' and its followers' connections to it;
+``control[b]``: its connection to the control plane, heartbeats and metadata), so a
+scenario can cut, black-hole or slow either while the real controller elects.
 """
 
 from __future__ import annotations
 
+import sys
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.faults.proxy import LinkProxy
+from tests.integration.conftest import free_port
 from tests.integration.control_plane.conftest import (
     FAST_FAILOVER_ENV,
+    SECRET,
     ControlPlane,
     Proc,
     wait_for,
@@ -37,9 +48,14 @@ class FaultTopic:
 
 
 class FaultCluster:
-    def __init__(self, cp: ControlPlane) -> None:
+    def __init__(self, cp: ControlPlane, *, fsync: bool = True, proxied: bool = False) -> None:
         self.cp = cp
+        self.fsync = fsync
+        self.proxied = proxied
         self.brokers: dict[int, Proc] = {}
+        self.ports: dict[int, int] = {}
+        self.net: dict[int, LinkProxy] = {}
+        self.control: dict[int, LinkProxy] = {}
         self.paused: set[int] = set()
         tenant = cp.tenant("faults")
         self.api_key: str = tenant["api_key"]
@@ -49,8 +65,52 @@ class FaultCluster:
         self.cp.start_controller("c1")
         self.cp.wait_controller()
         for b in BROKER_IDS:
-            self.brokers[b] = self.cp.start_broker(b)
+            self.brokers[b] = self._start_broker(b)
         return self
+
+    def _start_broker(self, broker_id: int) -> Proc:
+        """``cp.start_broker`` with the flush policy and the links this cluster asks for."""
+        port = self.ports[broker_id] = free_port()
+        control_url = self.cp.url
+        advertised = f"http://127.0.0.1:{port}"
+        if self.proxied:
+            self.net[broker_id] = LinkProxy(port, seed=broker_id).start()
+            self.control[broker_id] = LinkProxy(self.cp.port, seed=10 + broker_id).start()
+            control_url = self.control[broker_id].url
+            advertised = self.net[broker_id].url
+        data = self.cp.workdir / f"broker-{broker_id}"
+        argv = [
+            sys.executable,
+            "-m",
+            "brokernodes",
+            "--control-plane",
+            control_url,
+            "--broker-id",
+            str(broker_id),
+            "--port",
+            str(port),
+            "--advertised-url",
+            advertised,
+            "--data-dir",
+            str(data),
+            *([] if self.fsync else ["--no-fsync"]),
+        ]
+        b = Proc(
+            f"broker {broker_id}",
+            argv,
+            self.cp.env,
+            self.cp.workdir / f"broker-{broker_id}.log",
+            f"http://127.0.0.1:{port}",
+        )
+        b.data_dir = data  # type: ignore[attr-defined]
+        b.start()
+        self.cp.brokers.append(b)  # stopped with the control plane
+        b.wait_ready()
+        return b
+
+    def close_proxies(self) -> None:
+        for proxy in [*self.net.values(), *self.control.values()]:
+            proxy.close()
 
     @property
     def urls(self) -> list[str]:
@@ -114,6 +174,43 @@ class FaultCluster:
             timeout,
         )
 
+    def wait_all_isr(self, topic: FaultTopic, size: int = 3, timeout=30.0) -> None:
+        """Until every partition of ``topic`` has a leader and an ISR of ``size``."""
+
+        def full():
+            states = [self.state(topic, p) for p in range(topic.partitions)]
+            return all(s.get("leader", -1) >= 0 and len(s.get("isr", ())) == size for s in states)
+
+        wait_for(f"every partition of {topic.name} at ISR {size}", full, timeout)
+
+    def preferred_election(self, topic: FaultTopic, partition: int = 0) -> list[dict]:
+        status, body = self.cp.internal(
+            "POST",
+            "partitions/preferred-election",
+            {"topic_id": topic.topic_id, "partition": partition},
+        )
+        assert status == 200, body
+        return body["elected"]
+
+    def metric(self, broker: int, name: str) -> float:
+        """One value of a broker's ``/metrics`` (read with the cluster secret)."""
+        req = urllib.request.Request(
+            self.brokers[broker].url + "/metrics", headers={"Authorization": f"Cluster {SECRET}"}
+        )
+        with urllib.request.urlopen(req, timeout=5) as r:
+            text = r.read().decode()
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.rsplit(" ", 1)[1])
+        raise AssertionError(f"{name} not in the /metrics of broker {broker}")
+
+    def replica_dirs(self, topic: FaultTopic) -> dict[int, dict[int, Path]]:
+        """partition -> broker -> its directory, for every replica of every partition."""
+        return {
+            p: {b: self.partition_dir(b, topic, p) for b in self.state(topic, p)["replicas"]}
+            for p in range(topic.partitions)
+        }
+
     # --- faults ------------------------------------------------------------------------
 
     def kill(self, broker: int) -> None:
@@ -141,8 +238,22 @@ class FaultCluster:
         b = self.brokers[broker]
         return b.proc is not None and b.proc.poll() is None
 
+    def kill_all(self) -> None:
+        """kill -9 of every broker at once (what the OOM killer does to one machine)."""
+        for b in BROKER_IDS:
+            proc = self.brokers[b].proc
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+        for b in BROKER_IDS:
+            self.brokers[b].kill()  # reaps
+
     def heal(self) -> None:
-        """Every broker running and unpaused."""
+        """Every broker running and unpaused, every link whole."""
+        for proxy in [*self.net.values(), *self.control.values()]:
+            proxy.set_cut(False)
+            proxy.blackhole = False
+            proxy.drop_rate = 0.0
+            proxy.latency_s = 0.0
         for b in list(self.paused):
             self.resume(b)
         for b in BROKER_IDS:

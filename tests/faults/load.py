@@ -1,21 +1,65 @@
 """Steady load for fault scenarios: an idempotent acks=all SDK producer, a tailing reader,
-and the final drain. Every wait is bounded; everything records into a ``History``."""
+a consumer-group member, the final drain through each leader and the raw read of every
+replica. Every wait is bounded; everything records into a ``History``.
+
+Nothing is swallowed: a worker thread that dies of an unexpected error keeps it, and its
+``stop`` raises it, so the scenario fails. Only what failover is expected to produce is
+retried (a connection refused, a retriable broker error, a group commit refused because a
+rebalance fenced the member), and it is counted."""
 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import quote
 
-from brokernodes.client.group_consumer import GroupConsumer
+from brokernodes.client.group_consumer import CommitFailedError, GroupConsumer
 from brokernodes.client.producer import Producer
+from brokernodes.errors import BrokerError, ClientTimeoutError
 from brokernodes.records.batch import decode_batch
 from brokernodes.records.header import iter_batches
 from tests.faults.history import History
+from tests.integration.replication.cluster import log_records
+
+
+class Worker:
+    """A daemon thread running ``body``; an exception it raises is kept and re-raised by
+    ``join`` (a reader or committer that fails fails the scenario)."""
+
+    def __init__(self, name: str, body: Callable[[], None]) -> None:
+        self.error: BaseException | None = None
+        self._body = body
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self._body()
+        except BaseException as e:  # kept for join(): the scenario fails with it
+            self.error = e
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise AssertionError(f"{self._thread.name} did not stop within {timeout} s")
+        if self.error is not None:
+            raise AssertionError(f"{self._thread.name} failed: {self.error!r}") from self.error
+
+
+def retriable_answer(status: int, body: bytes) -> bool:
+    """A fetch answer failover can produce: not the leader, not enough replicas, a broker
+    whose metadata has not caught up with a new topic or leader yet, ..."""
+    error = BrokerError.from_response(status, body)
+    return error.retriable or error.error_code == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
 def _get(url: str, api_key: str, timeout: float = 3.0) -> tuple[int, dict, bytes]:
@@ -57,6 +101,8 @@ def fetch(url: str, api_key: str, topic: str, partition: int, offset: int):
     )
     status, headers, body = _get(path, api_key)
     if status != 200:
+        if not retriable_answer(status, body):
+            raise AssertionError(f"fetch {path} answered {status}: {body[:300]!r}")
         return status, -1, []
     out = []
     for h in iter_batches(body):
@@ -67,7 +113,8 @@ def fetch(url: str, api_key: str, topic: str, partition: int, offset: int):
 
 
 class LoadProducer:
-    """Sends unique values at a steady rate from a thread until ``stop``."""
+    """Sends unique values (``<prefix>-<n>``, n in send order) at a steady rate from a thread
+    until ``stop``."""
 
     def __init__(
         self,
@@ -97,11 +144,12 @@ class LoadProducer:
             retry_backoff_max_ms=500,
         )
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="fault-load", daemon=True)
+        self._worker = Worker(f"fault-load-{prefix}", self._run)
         self.sent = 0
+        self.flush_timed_out = False
 
     def start(self) -> LoadProducer:
-        self._thread.start()
+        self._worker.start()
         return self
 
     def _callback(self, value: str):
@@ -121,11 +169,11 @@ class LoadProducer:
         i = 0
         while not self._stop.is_set():
             value = f"{self.prefix}-{i}"
+            self.history.attempt(value, self.prefix, i)
             i += 1
-            self.history.attempt(value)
             try:
                 fut = self.producer.send(self.topic, value.encode(), key=value.encode())
-            except Exception as e:  # buffer full etc.: an attempt that failed at once
+            except Exception as e:  # buffer full etc.: an attempt failed at once, recorded
                 self.history.fail(value, e)
             else:
                 fut.add_done_callback(self._callback(value))
@@ -138,12 +186,15 @@ class LoadProducer:
                 next_at = time.monotonic()
 
     def stop(self, flush_timeout: float = 60.0) -> None:
+        """Stop sending and wait for the answers; records still unanswered after
+        ``flush_timeout`` stay unknown in the history (reported, not dropped)."""
         self._stop.set()
-        self._thread.join(10)
-        with contextlib.suppress(Exception):
+        self._worker.join(10)
+        try:
             self.producer.flush(flush_timeout)
-        with contextlib.suppress(Exception):
-            self.producer.close(10)
+        except ClientTimeoutError:
+            self.flush_timed_out = True
+        self.producer.close(10)
 
 
 class Reader:
@@ -157,11 +208,12 @@ class Reader:
         self.api_key = api_key
         self.topic = topic
         self.positions = dict.fromkeys(range(partitions), 0)
+        self.retries = 0
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="fault-reader", daemon=True)
+        self._worker = Worker(f"fault-reader-{topic}", self._run)
 
     def start(self) -> Reader:
-        self._thread.start()
+        self._worker.start()
         return self
 
     def _run(self) -> None:
@@ -176,10 +228,10 @@ class Reader:
                     continue
                 try:
                     status, _, records = fetch(url, self.api_key, self.topic, p, pos)
-                except OSError:
-                    leaders = {}
-                    continue
-                if status != 200:
+                except (OSError, http.client.HTTPException):  # leader down or cut off
+                    status, records = -1, []
+                if status != 200:  # a retriable answer (fetch raises on any other)
+                    self.retries += 1
                     leaders = {}
                     continue
                 for offset, value in records:
@@ -191,7 +243,7 @@ class Reader:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(10)
+        self._worker.join(15)
 
 
 def drain(
@@ -203,7 +255,8 @@ def drain(
     *,
     timeout: float = 60.0,
 ) -> None:
-    """Read every partition from its leader up to its high watermark into ``history.final``."""
+    """Read every partition through its leader up to its high watermark into
+    ``history.final`` (and the high watermark into ``history.high_watermarks``)."""
     deadline = time.monotonic() + timeout
     for p in range(partitions):
         records: list[tuple[int, str]] = []
@@ -217,7 +270,7 @@ def drain(
                 continue
             try:
                 status, hw, got = fetch(url, api_key, topic, p, offset)
-            except OSError:
+            except (OSError, http.client.HTTPException):
                 time.sleep(0.2)
                 continue
             if status != 200:
@@ -229,13 +282,46 @@ def drain(
             if offset >= hw:
                 break
         history.final[p] = records
+        history.high_watermarks[p] = hw
+
+
+def read_replicas(
+    history: History, directories: dict[int, dict[int, Path]], *, timeout: float = 30.0
+) -> None:
+    """Read every replica's segment files (``directories``: partition -> broker -> its
+    partition directory) below the drained high watermark into ``history.replicas``.
+
+    A follower may still be fetching the last records when the drain ends: each replica is
+    re-read until it matches the leader below the HW or ``timeout`` passes; what it holds
+    then is kept, and the checker counts any difference as divergent."""
+    deadline = time.monotonic() + timeout
+    for partition, replicas in directories.items():
+        hw = history.high_watermarks[partition]
+        leader = [(o, v) for o, v in history.final[partition] if o < hw]
+        first = leader[0][0] if leader else hw
+        history.replicas[partition] = {}
+        for broker, directory in replicas.items():
+            while True:
+                held = [
+                    (o, v.decode(errors="replace"))
+                    for o, _, v in log_records(directory)
+                    if first <= o < hw
+                ]
+                if held == leader or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            history.replicas[partition][broker] = held
 
 
 class GroupReader:
     """A consumer-group member reading the topic and committing after every poll; it
     records what it read and every committed offset the coordinator acknowledged, and
     checks on every ``committed()`` lookup that no partition's committed offset is below
-    one acknowledged earlier (committed offsets never move back)."""
+    one acknowledged earlier (committed offsets never move back).
+
+    Retried (and counted): retriable errors, and a commit refused because a rebalance
+    fenced the member (CommitFailedError: nothing was committed). Anything else stops the
+    member and fails the scenario at ``stop``."""
 
     def __init__(self, history: History, urls: list[str], api_key: str, topic: str) -> None:
         self.history = history
@@ -252,37 +338,49 @@ class GroupReader:
         self.acked: dict[int, int] = {}  # partition -> highest acknowledged commit
         self.moved_back: list[tuple[int, int, int]] = []  # (partition, seen, floor)
         self.commits = 0
+        self.retried: dict[str, int] = {}
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="fault-group", daemon=True)
+        self._worker = Worker(f"fault-group-{topic}", self._run)
 
     def start(self) -> GroupReader:
-        self._thread.start()
+        self._worker.start()
         return self
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                records = self.consumer.poll(0.5)
-                for r in records:
-                    self.history.read(r.partition, r.offset, (r.value or b"").decode())
-                if records:
-                    positions = {
-                        tp: self.consumer.position(tp) for tp in self.consumer.assignment()
-                    }
-                    self.consumer.commit()
-                    self.commits += 1
-                    for tp, offset in positions.items():
-                        if offset is not None:
-                            self.acked[tp.partition] = max(self.acked.get(tp.partition, 0), offset)
-                floor = dict(self.acked)
-                for tp, offset in self.consumer.committed().items():
-                    if offset < floor.get(tp.partition, -1):
-                        self.moved_back.append((tp.partition, offset, floor[tp.partition]))
-            except Exception:  # failover: the next round retries
-                self._stop.wait(0.2)
+                self._round()
+            except CommitFailedError as e:
+                self._retry(e)
+            except Exception as e:
+                if not getattr(e, "retriable", False):
+                    raise
+                self._retry(e)
+
+    def _retry(self, error: Exception) -> None:
+        name = getattr(error, "error_code", type(error).__name__)
+        self.retried[name] = self.retried.get(name, 0) + 1
+        self._stop.wait(0.2)
+
+    def _round(self) -> None:
+        records = self.consumer.poll(0.5)
+        for r in records:
+            self.history.read(r.partition, r.offset, (r.value or b"").decode())
+        if records:
+            positions = {tp: self.consumer.position(tp) for tp in self.consumer.assignment()}
+            self.consumer.commit()
+            self.commits += 1
+            for tp, offset in positions.items():
+                if offset is not None:
+                    self.acked[tp.partition] = max(self.acked.get(tp.partition, 0), offset)
+        floor = dict(self.acked)
+        for tp, offset in self.consumer.committed().items():
+            if offset < floor.get(tp.partition, -1):
+                self.moved_back.append((tp.partition, offset, floor[tp.partition]))
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(15)
-        with contextlib.suppress(Exception):
+        try:
+            self._worker.join(15)
+        finally:
             self.consumer.close()

@@ -1,123 +1,203 @@
-"""Network fault scenarios (issue 5, scenarios 11 and 12) through a loopback TCP proxy per
-link, on three brokers with static metadata (fixed leader, broker 1; each broker's metadata
-file routes chosen links through a proxy). Idempotent acks=all producer under steady load.
+"""Network fault scenarios on the real controller: every broker's links go through a
+loopback proxy each (``FaultCluster(proxied=True)``): its advertised address (clients and
+followers reach it there) and its control-plane connection. Topics of three partitions at
+RF 3, min ISR 2; an idempotent acks=all producer under steady load.
+
+A writer that talks to a broker's real port (past its proxy) plays a client with stale
+metadata: it keeps sending acks=all writes to an isolated leader, and every write it sent
+once the leader could no longer commit must go unacknowledged.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
 
-import pytest
-
-from tests.faults.conftest import long_run
+from tests.faults.cluster import BROKER_IDS, FaultCluster, FaultTopic
+from tests.faults.conftest import PROXIED_ENV, long_run
 from tests.faults.history import History
-from tests.faults.load import LoadProducer, Reader, drain
-from tests.faults.proxy import LinkProxy
-from tests.integration.conftest import API_KEY, BrokerLauncher, free_port
+from tests.faults.load import LoadProducer, Reader, drain, read_replicas
+from tests.faults.test_failover import post
 from tests.integration.control_plane.conftest import wait_for
-from tests.integration.replication.cluster import log_records, start_static_cluster
 
-PHASE_S = 3.0 if long_run() else 1.5
-LAG_MS = 1500
-TOPIC = "net"
-
-
-@pytest.fixture
-def proxies() -> Iterator[list[LinkProxy]]:
-    made: list[LinkProxy] = []
-    yield made
-    for p in made:
-        p.close()
+PHASE_S = 3.0 if long_run() else 1.0
+RATE = 200.0 if long_run() else 100.0
+LAG_S = int(PROXIED_ENV["SLUICE_REPLICA_LAG_TIME_MAX_MS"]) / 1000
+SESSION_S = float(PROXIED_ENV["SLUICE_BROKER_SESSION_TIMEOUT_S"])
+ACKS_TIMEOUT_S = int(PROXIED_ENV["SLUICE_ACKS_ALL_TIMEOUT_MS"]) / 1000
 
 
-def test_isolated_leader_stops_acknowledging(broker_factory: BrokerLauncher, proxies, report):
-    """Scenario 11: the followers' links to the leader are cut, then black-holed (answers
-    lost one way), then slowed: an isolated leader stops acknowledging within the lag
-    timeout each time, and everything acknowledged survives."""
-    ports = {b: free_port() for b in (1, 2, 3)}
-    links = {v: LinkProxy(ports[1]).start() for v in (2, 3)}  # follower v -> leader 1
-    proxies.extend(links.values())
-    c = start_static_cluster(
-        broker_factory,
-        {TOPIC: (1, {"min.insync.replicas": "2"})},
-        leaders={TOPIC: [1]},
-        lag_ms=LAG_MS,
-        ports=ports,
-        url_for=lambda viewer, b: links[viewer].url if b == 1 and viewer in links else None,
+class StaleWriter:
+    """Sends acks=all writes, one at a time, straight to one broker's real port for one
+    partition, recording each in the history (producer ``name``)."""
+
+    def __init__(
+        self, cluster: FaultCluster, history: History, topic: FaultTopic, broker: int, tag: str
+    ):
+        self.history = history
+        self.name = f"stale-{tag}-{broker}"
+        self.url = (
+            cluster.brokers[broker].url
+            + f"/v3/clusters/{cluster.cluster_id}/topics/{topic.name}/records?acks=all"
+        )
+        self.api_key = cluster.api_key
+        self.sent: list[tuple[str, float]] = []
+        self.statuses: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+
+    def start(self) -> StaleWriter:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            value = f"{self.name}-{i}"
+            self.history.attempt(value, self.name, i)
+            self.sent.append((value, time.monotonic()))
+            body = {"partition_id": 0, "value": {"type": "STRING", "data": value}}
+            status, doc = post(self.url, body, self.api_key)
+            self.statuses[status] = self.statuses.get(status, 0) + 1
+            if status == 200:
+                self.history.ack(value, int(doc["partition_id"]), int(doc["offset"]))
+            else:
+                self.history.fail(value, RuntimeError(f"HTTP {status}: {doc}"))
+            i += 1
+            self._stop.wait(0.1)
+
+    def stop(self) -> None:
+        """Send no more writes (the one in flight is still answered)."""
+        self._stop.set()
+
+    def join(self) -> None:
+        """Wait for the write in flight to be answered (within the acks=all timeout)."""
+        self._stop.set()
+        self._thread.join(ACKS_TIMEOUT_S + 25)
+        assert not self._thread.is_alive(), f"{self.name} did not stop"
+
+    def acknowledged(self, sent_from: float, acked_before: float = float("inf")) -> list[str]:
+        """Writes sent at or after ``sent_from`` and acknowledged before ``acked_before``."""
+        acks = self.history.acks
+        return [
+            v
+            for v, sent in self.sent
+            if sent >= sent_from and acks.get(v, (0, 0, acked_before))[2] < acked_before
+        ]
+
+
+class Run:
+    def __init__(self, cluster: FaultCluster, name: str) -> None:
+        self.cluster = cluster
+        self.topic = cluster.create_topic(name, 3)
+        self.history = History(name)
+        self.load = LoadProducer(
+            self.history, cluster.urls, cluster.api_key, name, rate=RATE, prefix=name
+        ).start()
+        self.reader = Reader(self.history, cluster.urls, cluster.api_key, name, 3).start()
+
+    def finish(self):
+        self.cluster.heal()
+        self.cluster.wait_all_isr(self.topic, 3, timeout=60)
+        self.load.stop()
+        self.reader.stop()
+        drain(self.history, self.cluster.urls, self.cluster.api_key, self.topic.name, 3)
+        read_replicas(self.history, self.cluster.replica_dirs(self.topic))
+        return self.history.check()
+
+
+def test_leader_cut_from_the_controller_is_fenced(proxied_cluster: FaultCluster, report):
+    """Scenario 11: partition 0's leader loses its link to the control plane (heartbeats
+    and metadata): the controller fences it when its session lapses and elects a new leader
+    from the ISR. The isolated leader, which cannot hear of it, must stop acknowledging
+    acks=all writes once the new leader has taken over (the new leader no longer fetches
+    from it, and it cannot shrink the ISR without the controller); after the cut heals it
+    follows, and nothing it acknowledged is lost."""
+    cluster = proxied_cluster
+    run = Run(cluster, "net-controller-cut")
+    time.sleep(PHASE_S)
+    leader = cluster.wait_leader(run.topic)
+    writer = StaleWriter(cluster, run.history, run.topic, leader, "fenced").start()
+    time.sleep(PHASE_S / 2)
+    run.history.fault(f"cut broker {leader} from the control plane")
+    cluster.control[leader].set_cut(True)
+    new = cluster.wait_leader(run.topic, not_in=(leader,), timeout=SESSION_S + 30)
+    elected_at = time.monotonic()
+    time.sleep(ACKS_TIMEOUT_S + PHASE_S)
+    writer.stop()
+    verdict = run.finish()
+    writer.join()
+    # a write sent before the new leader applied its promotion may still commit on the
+    # old ISR; a second is far more than metadata propagation takes on loopback. One sent
+    # later must never be acknowledged, before or after the cut heals.
+    late = writer.acknowledged(elected_at + 1.0)
+    acked_during = len(writer.acknowledged(elected_at - SESSION_S))
+    assert not late, f"the fenced leader {leader} acknowledged {late[:10]}"
+    assert verdict.acknowledged > 0
+    report(
+        verdict,
+        new_leader=new,
+        stale_writes=len(writer.sent),
+        stale_statuses=writer.statuses,
+        stale_acks_around_election=acked_during,
+        acks_while_fenced=0,
     )
-    urls = [c.broker(1).url]
-    history = History("network-isolated-leader")
-    load = LoadProducer(history, urls, API_KEY, TOPIC, rate=100, prefix="net").start()
-    reader = Reader(history, urls, API_KEY, TOPIC, 1).start()
+
+
+def test_isolated_leader_stops_acknowledging(proxied_cluster: FaultCluster, report):
+    """Scenario 12: partition 0's leader's advertised link (its followers' and clients'
+    way in) is cut, then black-holed (requests arrive, answers vanish), then slowed. It
+    still reaches the controller, so it stays leader and shrinks the ISR below min ISR:
+    writes sent to it once its followers are cut off are never acknowledged, and
+    acknowledgements resume after healing."""
+    cluster = proxied_cluster
+    run = Run(cluster, "net-isolated-leader")
+    leader = cluster.wait_leader(run.topic)
+    link = cluster.net[leader]
     late: dict[str, int] = {}
     for fault in ("cut", "blackhole"):
         time.sleep(PHASE_S)
-        acked_before = len(history.acks)
+        writer = StaleWriter(cluster, run.history, run.topic, leader, fault).start()
+        run.history.fault(f"{fault} of broker {leader}'s link")
         started = time.monotonic()
-        for link in links.values():
-            if fault == "cut":
-                link.set_cut(True)
-            else:
-                link.blackhole = True
-        time.sleep(LAG_MS / 1000 + PHASE_S)
-        # records sent once the links were cut can never be committed while they stay cut; an
-        # ack arriving in the window for a record sent before the cut may be one committed
-        # before it and delivered late (a busy machine), so only these count
-        window = history.acks_between(started + LAG_MS / 1000 + 0.5, time.monotonic())
-        late[fault] = sum(1 for v in window if history.attempts.get(v, 0.0) >= started)
-        healed = len(history.acks)
-        for link in links.values():
-            link.set_cut(False)
-            link.blackhole = False
-        # a black-holed fetch waits for its own timeout before the follower fetches again
-        wait_for("acknowledgements to resume", lambda n=healed: len(history.acks) > n, 30)
-        assert len(history.acks) >= acked_before
-    # slow links: replication goes on, only later
-    for link in links.values():
-        link.latency_s = 0.03
+        if fault == "cut":
+            link.set_cut(True)
+        else:
+            link.blackhole = True
+        time.sleep(LAG_S + PHASE_S)
+        writer.stop()
+        healed = len(run.history.acks)
+        healed_at = time.monotonic()
+        link.set_cut(False)
+        link.blackhole = False
+        writer.join()
+        # a write sent once the link is down can never be committed while it stays down
+        late[fault] = len(writer.acknowledged(started + 0.2, healed_at))
+        wait_for("acknowledgements to resume", lambda n=healed: len(run.history.acks) > n, 60)
+        cluster.wait_all_isr(run.topic, 3, timeout=60)
+    for b in BROKER_IDS:
+        cluster.net[b].latency_s = 0.03
     slow_start = time.monotonic()
     time.sleep(PHASE_S + 1)
-    slow_acks = len(history.acks_between(slow_start, time.monotonic()))
-    for link in links.values():
-        link.latency_s = 0.0
-    load.stop()
-    reader.stop()
-    drain(history, urls, API_KEY, TOPIC, 1)
-    verdict = history.check()
+    slow_acks = len(run.history.acks_between(slow_start, time.monotonic()))
+    verdict = run.finish()
     assert late == {"cut": 0, "blackhole": 0}, f"acknowledged while isolated: {late}"
     assert slow_acks > 0
     report(verdict, acks_while_isolated=late, acks_over_slow_links=slow_acks)
 
 
-def test_dropped_acknowledgements_cause_retries_not_duplicates(
-    broker_factory: BrokerLauncher, proxies, report
-):
-    """Scenario 12: a fifth of the leader's answers to clients are lost on the way back, so
-    the producer retries batches the leader already has: zero duplicates, nothing lost."""
-    ports = {b: free_port() for b in (1, 2, 3)}
-    front = LinkProxy(ports[1], seed=12).start()  # clients -> leader
-    proxies.append(front)
-    c = start_static_cluster(
-        broker_factory,
-        {TOPIC: (1, {"min.insync.replicas": "2"})},
-        leaders={TOPIC: [1]},
-        lag_ms=LAG_MS,
-        ports=ports,
-        # broker 1 names itself through the proxy, so its clients use it; followers do not
-        url_for=lambda viewer, b: front.url if viewer == 1 and b == 1 else None,
-    )
-    front.drop_rate = 0.2
-    history = History("dropped-acks")
-    load = LoadProducer(
-        history, [front.url], API_KEY, TOPIC, rate=100, prefix="dup", request_timeout_ms=2000
-    ).start()
+def test_dropped_answers_cause_retries_not_duplicates(proxied_cluster: FaultCluster, report):
+    """Scenario 13: a fifth of every broker's answers (to clients and to followers) are
+    lost on the way back, so producers retry batches the leader already has and followers
+    re-fetch: zero duplicates, nothing lost, every write answered."""
+    cluster = proxied_cluster
+    run = Run(cluster, "net-dropped-answers")
+    run.history.fault("a fifth of the answers dropped")
+    for b in BROKER_IDS:
+        cluster.net[b].drop_rate = 0.2
     time.sleep(3 * PHASE_S)
-    front.drop_rate = 0.0
-    load.stop()
-    drain(history, [c.broker(1).url], API_KEY, TOPIC, 1)
-    verdict = history.check()
-    assert front.dropped > 0
-    assert verdict.acknowledged == verdict.attempted
-    logs = [log_records(b.data_dir / f"{TOPIC}-0") for b in c.brokers.values()]
-    report(verdict, answers_dropped=front.dropped, leader_records=len(logs[0]))
+    dropped = sum(cluster.net[b].dropped for b in BROKER_IDS)
+    verdict = run.finish()
+    assert dropped > 0
+    assert verdict.acknowledged == verdict.attempted, verdict.summary()
+    report(verdict, answers_dropped=dropped)
