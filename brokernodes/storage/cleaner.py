@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from brokernodes.errors import KafkaStorageError
+from brokernodes.records.compression import max_inflated_bytes
 from brokernodes.records.header import LOG_OVERHEAD, BatchHeader, read_header
 from brokernodes.storage.checkpoint import CheckpointFile
 from brokernodes.storage.cleaner_filter import (
@@ -376,11 +377,12 @@ class LogCleaner:
                 return None
         end = rng.first_uncleanable_offset
         offset_map = OffsetMap()
+        inflate_cap = max_inflated_bytes(config.max_message_bytes)  # as produce allowed
         try:
             for s in segments:
                 if rng.first_dirty_offset <= s.base_offset < end:
                     for header, buf in iter_file_batches(s.log_path):
-                        add_to_offset_map(offset_map, header, buf, txns.aborted)
+                        add_to_offset_map(offset_map, header, buf, txns.aborted, inflate_cap)
         except FileNotFoundError:
             stats.reason = "a segment went away while cleaning; will retry"
             return None
@@ -438,6 +440,7 @@ class LogCleaner:
                     aborted=plan.txns.aborted,
                     retain_empty=retain_empty,
                     stats=stats.records,
+                    max_records_bytes=max_inflated_bytes(config.max_message_bytes),
                 )
                 if out is buf:
                     indexes.add(header, position)

@@ -114,7 +114,11 @@ def control_type(buf: bytes) -> int | None:
 
 
 def add_to_offset_map(
-    offset_map: OffsetMap, header: BatchHeader, buf: bytes, aborted: set[int]
+    offset_map: OffsetMap,
+    header: BatchHeader,
+    buf: bytes,
+    aborted: set[int],
+    max_records_bytes: int | None = None,
 ) -> None:
     """Put every keyed record of one batch into the map (skipping control/aborted batches);
     the map's latest offset moves past the batch either way, as Kafka's does."""
@@ -122,7 +126,7 @@ def add_to_offset_map(
         offset_map.latest_offset = header.last_offset
     if header.is_control or (header.is_transactional and header.base_offset in aborted):
         return
-    for record in decode_batch(buf).records:
+    for record in decode_batch(buf, max_records_bytes=max_records_bytes).records:
         if record.key is not None:
             offset_map.put(bytes(record.key), record.offset)
 
@@ -155,6 +159,7 @@ def filter_batch(
     aborted: set[int],
     retain_empty: bool,
     stats: FilterStats,
+    max_records_bytes: int | None = None,
 ) -> bytes | None:
     """The cleaned bytes of one batch (possibly ``buf`` itself), or None to drop it."""
     stats.batches_read += 1
@@ -162,7 +167,7 @@ def filter_batch(
     stats.bytes_read += len(buf)
     if header.is_control:
         return _written(buf, stats, header.records_count)
-    batch = decode_batch(buf)
+    batch = decode_batch(buf, max_records_bytes=max_records_bytes)
     discard_all = header.is_transactional and header.base_offset in aborted
     horizon = batch.delete_horizon_ms
     keep_tombstones = horizon is None or now_ms < horizon
