@@ -33,6 +33,12 @@ class QuotaOutputSerializer(serializers.Serializer):
     max_topics = _limit()
     max_partitions = _limit()
     max_connections = _limit()
+    max_consumer_instances = _limit(
+        help_text="REST consumer instances per broker (null: the broker's per-tenant default)"
+    )
+    max_streams = _limit(
+        help_text="WebSocket streams per broker (null: the broker's per-tenant default)"
+    )
     updated_at = serializers.DateTimeField()
 
 
@@ -46,6 +52,8 @@ class QuotaValuesSerializer(StrictSerializer):
     max_topics = _limit(required=False, max_value=2**31 - 1)
     max_partitions = _limit(required=False, max_value=2**31 - 1)
     max_connections = _limit(required=False, max_value=2**31 - 1)
+    max_consumer_instances = _limit(required=False, max_value=2**31 - 1)
+    max_streams = _limit(required=False, max_value=2**31 - 1)
 
 
 class ServiceAccountQuotaInputSerializer(QuotaValuesSerializer):

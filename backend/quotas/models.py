@@ -14,6 +14,8 @@ QUOTA_FIELDS = (
     "max_topics",
     "max_partitions",
     "max_connections",
+    "max_consumer_instances",
+    "max_streams",
 )
 
 
@@ -22,7 +24,9 @@ class Quota(models.Model):
 
     Byte rates and the request rate are per second and enforced by brokers (throttling);
     storage by brokers (produce refused while over); topic and partition counts by the
-    control plane when topics are created or grown; connections by brokers.
+    control plane when topics are created or grown; connections by brokers, and so are the
+    REST consumer instances and WebSocket streams one broker holds (null: the broker's
+    per-tenant default, ``brokernodes.server.tenant_caps``).
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -43,6 +47,8 @@ class Quota(models.Model):
     max_topics = models.IntegerField(null=True, blank=True)
     max_partitions = models.IntegerField(null=True, blank=True)
     max_connections = models.IntegerField(null=True, blank=True)
+    max_consumer_instances = models.IntegerField(null=True, blank=True)
+    max_streams = models.IntegerField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

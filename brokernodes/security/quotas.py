@@ -62,7 +62,9 @@ class QuotaExceededError(SluiceError):
 
 
 _RATE_FIELDS = frozenset(k.value for k in QuotaKind)
-_COUNT_FIELDS = frozenset({"storage_bytes", "topics", "partitions", "connections"})
+_COUNT_FIELDS = frozenset(
+    {"storage_bytes", "topics", "partitions", "connections", "consumer_instances", "streams"}
+)
 
 
 def validate_quotas(doc: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -87,7 +89,9 @@ class ClientQuotas:
     """The quotas of one entity (a tenant or a principal); ``None`` means unlimited.
 
     Rates are per second; ``storage_bytes``, ``topics``, ``partitions`` are tenant-wide
-    limits; ``connections`` counts open connections (and WebSockets).
+    limits; ``connections`` counts open connections (and WebSockets); ``consumer_instances``
+    and ``streams`` count REST consumer instances and WebSocket streams held on one broker
+    (unset: the broker's per-tenant default, ``brokernodes.server.tenant_caps``).
     """
 
     producer_byte_rate: float | None = None
@@ -97,6 +101,8 @@ class ClientQuotas:
     topics: int | None = None
     partitions: int | None = None
     connections: int | None = None
+    consumer_instances: int | None = None
+    streams: int | None = None
 
     def __post_init__(self) -> None:
         errors = validate_quotas(self.to_dict())

@@ -10,7 +10,10 @@ the default), ``json`` or ``string``. As Confluent's proxy does, ``POST .../offs
 the offset of the last consumed record and commits the next one; with no body it commits
 everything the instance returned. Between reads a background pass applies rebalances
 (revocations commit first with auto-commit), so an idle instance does not hold up its group.
-Instances idle for ``consumer.instance.timeout.ms`` (default 5 minutes) are closed.
+Instances idle for ``consumer.instance.timeout.ms`` (default 5 minutes) are closed. Each
+tenant may hold its own number of instances on a broker (its ``consumer_instances`` quota,
+else the broker's per-tenant default), under the broker's total (``tenant_caps``): one
+tenant's instances never lock another out.
 
 Cursors (``GET /sluice/v1/topics/{topic}/cursor``, ``GET /sluice/v1/cursors/{cursor}``): a
 signed, opaque position over all of a topic's partitions (``cursor.py``); each read returns
@@ -43,6 +46,7 @@ from brokernodes.server.http_util import auth_header, json_response
 from brokernodes.server.json_records import parse_json, render_batches
 from brokernodes.server.log_offsets import Query, cluster_token, log_offsets
 from brokernodes.server.params import choice_param, int_param
+from brokernodes.server.tenant_caps import consumer_instances_cap
 
 if TYPE_CHECKING:
     from brokernodes.server.broker import Broker
@@ -50,7 +54,6 @@ if TYPE_CHECKING:
 V2 = "application/vnd.kafka.v2+json"
 FORMATS = ("binary", "json", "string")
 DEFAULT_INSTANCE_TIMEOUT_MS = 300_000
-MAX_INSTANCES = 1000
 CURSOR_MAX_RECORDS = 10_000
 MAINTAIN_INTERVAL_S = 0.5
 
@@ -71,6 +74,7 @@ class Instance:
     auto_commit: bool
     auto_offset_reset: str
     api_key: str = field(repr=False)
+    principal: str = ""
     timeout_ms: int = DEFAULT_INSTANCE_TIMEOUT_MS
     group_consumer: AsyncGroupConsumer | None = None
     assigned: AsyncConsumer | None = None
@@ -148,6 +152,19 @@ def add_routes(app: web.Application, broker: Broker) -> None:
     config = broker.config
     instances: dict[tuple[str | None, str, str], Instance] = {}
     tasks: list[asyncio.Task] = []
+    cap = consumer_instances_cap()
+
+    def admit(tenant: str | None, principal: str) -> None:
+        """Room for one more instance of ``principal`` (of ``tenant``), or 429."""
+        mine = [i for i in instances.values() if i.tenant == tenant]
+        cap.check(
+            broker.quotas.refresh(),
+            tenant,
+            principal,
+            tenant_used=len(mine),
+            principal_used=sum(1 for i in mine if i.principal == principal),
+            total_used=len(instances),
+        )
 
     async def body_json(request: web.Request, *, required: bool = True) -> Any:
         body = await read_body(
@@ -199,11 +216,18 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         key = (principal.tenant, group, name)
         if key in instances:
             raise InvalidRequestError(f"consumer instance {name!r} already exists in {group!r}")
-        if len(instances) >= MAX_INSTANCES:
-            raise InvalidRequestError("this broker holds too many consumer instances; delete some")
+        admit(principal.tenant, principal.name)
         token = (auth or "").partition(" ")[2].strip()
         instances[key] = Instance(
-            group, name, principal.key_id, principal.tenant, fmt, auto_commit, reset, token
+            group,
+            name,
+            principal.key_id,
+            principal.tenant,
+            fmt,
+            auto_commit,
+            reset,
+            token,
+            principal=principal.name,
         )
         base = (config.advertised_url or f"http://{config.host}:{config.port}").rstrip("/")
         return v2(

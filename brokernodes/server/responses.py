@@ -17,6 +17,9 @@ STATUS_BY_CODE: dict[str, int] = {
     "GROUP_AUTHORIZATION_FAILED": 403,
     "CLUSTER_AUTHORIZATION_FAILED": 403,
     "QUOTA_EXCEEDED": 403,  # storage or connections: retrying does not help until usage drops
+    # per-tenant caps on held objects (tenant_caps): retry once some are closed
+    "TOO_MANY_CONSUMER_INSTANCES": 429,
+    "TOO_MANY_STREAMS": 429,
     "UNKNOWN_TOPIC_OR_PARTITION": 404,
     "UNKNOWN_CLUSTER": 404,
     "NOT_FOUND": 404,

@@ -48,6 +48,8 @@ LIMIT_NAMES: Mapping[str, str] = {
     "max_topics": "topics",
     "max_partitions": "partitions",
     "max_connections": "connections",
+    "max_consumer_instances": "consumer_instances",
+    "max_streams": "streams",
 }
 _RATES = frozenset(k.value for k in QuotaKind)
 EXPIRE_INTERVAL_S = 60.0

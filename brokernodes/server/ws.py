@@ -117,14 +117,24 @@ class StreamSocket:
         return True
 
     async def accept(self, request: web.Request) -> None:
-        await self.ws.prepare(request)
-        self.broker.websockets.add(self.session)
-        if self.principal is not None:
-            self._bind()
+        """Upgrade; a key from the header is held to its tenant's stream cap first, so a
+        tenant at its cap gets a plain HTTP 429."""
+        registry = self.broker.websockets
+        registry.add(self.session)
+        try:
+            if self.principal is not None:
+                self._bind()  # no await between the cap's check and the count
+            await self.ws.prepare(request)
+        except BaseException:
+            registry.remove(self.session)
+            raise
 
     def _bind(self) -> None:
         assert self.principal is not None
-        self.broker.websockets.bind(self.session, self.principal.key_id, self.principal.name)
+        p = self.principal
+        self.broker.websockets.bind(
+            self.session, p.key_id, p.name, p.tenant, self.broker.quotas.refresh()
+        )
 
     async def authenticate_first_frame(self) -> None:
         """Wait for ``{"auth": "<api key>"}`` (bounded); raises ``UnauthenticatedError``,

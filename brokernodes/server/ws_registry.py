@@ -7,6 +7,11 @@ handler registers its ``WebSocketSession`` when the socket opens, binds it to a 
 client has authenticated, and waits on ``session.ending`` next to its own work: a close
 request resolves that future with (close code, error), and the handler then closes the
 socket itself, so only one task ever writes the close frame.
+
+It also caps streams per tenant (``tenant_caps.streams_cap``): ``bind`` refuses to count one
+more stream of a tenant at its cap (or of a broker at its ceiling) with ``TOO_MANY_STREAMS``
+(before the upgrade for a key in the header: HTTP 429; after it for a first-frame key: the
+error, then close 4429), so one tenant's streams never lock another out.
 """
 
 from __future__ import annotations
@@ -14,9 +19,14 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from brokernodes.errors import SluiceError
 from brokernodes.server.responses import status_for
+from brokernodes.server.tenant_caps import TenantCap, streams_cap
+
+if TYPE_CHECKING:
+    from brokernodes.security.quotas import QuotaManager
 
 # RFC 6455 close codes, and the application range the broker uses (4000 + HTTP status)
 CLOSE_NORMAL = 1000
@@ -36,6 +46,7 @@ class WebSocketSession:
     stream: str  # "produce" or "consume"
     key_id: str | None = None
     principal: str | None = None
+    tenant: str | None = None
     ending: asyncio.Future[tuple[int, SluiceError | None]] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -51,10 +62,12 @@ class WebSocketSession:
 
 
 class WebSocketRegistry:
-    def __init__(self) -> None:
+    def __init__(self, cap: TenantCap | None = None) -> None:
         self._sessions: set[WebSocketSession] = set()
         self._by_key: dict[str, set[WebSocketSession]] = defaultdict(set)
         self._closed: dict[WebSocketSession, asyncio.Event] = {}
+        self._bound: set[WebSocketSession] = set()  # authenticated: these count for caps
+        self.cap = cap or streams_cap()
 
     # --- handler side ------------------------------------------------------------------
 
@@ -62,15 +75,45 @@ class WebSocketRegistry:
         self._sessions.add(session)
         self._closed[session] = asyncio.Event()
 
-    def bind(self, session: WebSocketSession, key_id: str, principal: str) -> None:
-        """The session authenticated with ``key_id``."""
+    def admit(self, tenant: str | None, principal: str, quotas: QuotaManager | None = None) -> None:
+        """Room for one more stream of ``principal`` (of ``tenant``), else raise
+        ``TooManyStreamsError``; unauthenticated sockets count toward the broker's total."""
+        mine = [s for s in self._bound if s.tenant == tenant]
+        self.cap.check(
+            quotas,
+            tenant,
+            principal,
+            tenant_used=len(mine),
+            principal_used=sum(1 for s in mine if s.principal == principal),
+            total_used=len(self._sessions),
+        )
+
+    def bind(
+        self,
+        session: WebSocketSession,
+        key_id: str,
+        principal: str,
+        tenant: str | None = None,
+        quotas: QuotaManager | None = None,
+    ) -> None:
+        """The session authenticated with ``key_id``: counted for ``tenant``'s cap, or
+        ``TooManyStreamsError`` when it is full (the handler then closes with 4429)."""
+        if session not in self._bound:
+            self._sessions.discard(session)  # not counting itself against the total
+            try:
+                self.admit(tenant, principal, quotas)
+            finally:
+                self._sessions.add(session)
         session.key_id = key_id
         session.principal = principal
+        session.tenant = tenant
         self._by_key[key_id].add(session)
+        self._bound.add(session)
 
     def remove(self, session: WebSocketSession) -> None:
         """The handler is done with the socket (closed, or the peer went away)."""
         self._sessions.discard(session)
+        self._bound.discard(session)
         if session.key_id is not None:
             keyed = self._by_key.get(session.key_id)
             if keyed is not None:

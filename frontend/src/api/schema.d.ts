@@ -1165,6 +1165,8 @@ export interface components {
             max_topics?: number | null;
             max_partitions?: number | null;
             max_connections?: number | null;
+            max_consumer_instances?: number | null;
+            max_streams?: number | null;
         };
         /**
          * @description Input serializer: unknown or protected fields are a validation error naming them;
@@ -1232,6 +1234,10 @@ export interface components {
             max_topics: number | null;
             max_partitions: number | null;
             max_connections: number | null;
+            /** @description REST consumer instances per broker (null: the broker's per-tenant default) */
+            max_consumer_instances: number | null;
+            /** @description WebSocket streams per broker (null: the broker's per-tenant default) */
+            max_streams: number | null;
             /** Format: date-time */
             updated_at: string;
         };
@@ -1390,6 +1396,8 @@ export interface components {
             max_topics?: number | null;
             max_partitions?: number | null;
             max_connections?: number | null;
+            max_consumer_instances?: number | null;
+            max_streams?: number | null;
             /** Format: uuid */
             service_account_id: string;
         };
