@@ -6,6 +6,7 @@ log among the last known eligible replicas) and every acknowledged record is sti
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -107,3 +108,66 @@ def test_every_partition_recovers_by_itself_after_kill_9_of_every_broker(
         assert status == 200, doc
         recovered = sorted(e["after"]["partition"] for e in doc["results"])
         assert recovered == list(range(PARTITIONS)), doc
+
+
+def test_records_acknowledged_under_load_survive_kill_9_of_every_broker(cluster: FaultCluster):
+    """The brokers die while acks=all requests are in flight; the producer retries through
+    the outage and the recovery. Every record it was told is written (before the crash or
+    after) is read back at its acknowledged offset."""
+    topic = cluster.create_topic("crash-load", partitions=PARTITIONS)
+    for p in range(PARTITIONS):
+        cluster.wait_isr(topic, 3, partition=p)
+    sent: list[tuple[int, bytes, object]] = []
+    stop = threading.Event()
+    failures: list[BaseException] = []
+    with Producer(
+        ",".join(cluster.urls), cluster.api_key, acks="all", enable_idempotence=True
+    ) as producer:
+
+        def load() -> None:
+            i = 0
+            try:
+                while not stop.is_set():
+                    p, value = i % PARTITIONS, f"l{i}".encode()
+                    sent.append((p, value, producer.send(topic.name, value, partition=p)))
+                    i += 1
+                    time.sleep(0.005)
+            except BaseException as e:  # the test fails on it below
+                failures.append(e)
+
+        worker = threading.Thread(target=load, name="crash-load")
+        worker.start()
+        try:
+            wait_for("records acknowledged", lambda: sum(f.done() for *_, f in sent) > 200)
+            for b in BROKER_IDS:
+                cluster.brokers[b].proc.kill()  # type: ignore[union-attr]
+            for b in BROKER_IDS:
+                cluster.brokers[b].proc.wait(5)  # type: ignore[union-attr]
+            wait_for(
+                "every partition offline",
+                lambda: all(cluster.leader(topic, p) == -1 for p in range(PARTITIONS)),
+                SESSION_TIMEOUT_S * 3 + 10,
+            )
+            for b in BROKER_IDS:
+                cluster.brokers[b].start()
+            for b in BROKER_IDS:
+                cluster.brokers[b].wait_ready()
+            wait_for(
+                "every partition to get a leader by itself",
+                lambda: all(cluster.leader(topic, p) >= 0 for p in range(PARTITIONS)),
+                RECOVERY_TIMEOUT_S,
+            )
+            time.sleep(1.0)  # some load after the recovery too
+        finally:
+            stop.set()
+            worker.join(30)
+        assert not failures, failures
+        producer.flush(90)
+    acked: dict[int, dict[int, bytes]] = {p: {} for p in range(PARTITIONS)}
+    for p, value, future in sent:
+        acked[p][future.result(0).offset] = value  # type: ignore[attr-defined]
+    assert all(acked[p] for p in range(PARTITIONS))
+    got = read_everything(cluster, topic.name, {p: max(acked[p]) + 1 for p in acked})
+    for p in range(PARTITIONS):
+        missing = sorted(o for o in acked[p] if got[p].get(o) != acked[p][o])
+        assert not missing, f"partition {p}: acknowledged records lost at offsets {missing[:20]}"
