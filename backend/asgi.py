@@ -1,5 +1,7 @@
 """ASGI entry point (Daphne in ``make up``): HTTP goes to Django; WebSockets under /ws/ go to
-Channels consumers, behind the Origin check (ALLOWED_HOSTS) and the session/auth middleware."""
+Channels consumers, behind the Origin check (ALLOWED_HOSTS) and the session/auth middleware.
+Under Daphne the stop is bounded (backend/asgi_shutdown.py): from SIGTERM on, new requests
+are refused, requests in progress are released, and the process exits within the deadline."""
 
 import os
 
@@ -13,14 +15,18 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from backend.asgi_aborts import AbortSignal  # noqa: E402
+from backend.asgi_shutdown import StopGate, install  # noqa: E402
 from backend.console.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        # long polls end when their client goes or the server stops (backend/asgi_aborts.py)
-        "http": AbortSignal(django_asgi),
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
-    }
+application = StopGate(
+    ProtocolTypeRouter(
+        {
+            # long polls end when their client goes or the server stops (asgi_aborts.py)
+            "http": AbortSignal(django_asgi),
+            "websocket": AllowedHostsOriginValidator(
+                AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            ),
+        }
+    )
 )
+install(application)  # only under Daphne's reactor

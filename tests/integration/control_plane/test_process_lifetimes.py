@@ -1,0 +1,156 @@
+"""Every process of the service stops within its documented bound (infra/README.md, "How
+long a stop takes"), whatever its clients do, and `make up`'s processes die with its runner.
+
+- The control plane under Daphne, with brokers' metadata long polls that are re-issued the
+  moment they are answered (as brokers do) and idle connections, exits within
+  ``CONTROL_PLANE_STOP_S`` of SIGTERM. (It used to hang for ever: a request accepted while
+  Daphne was stopping ran its view in a thread that then waited for the stopped event loop,
+  and the interpreter's exit waited for that thread.)
+- A broker registered with a control plane that has gone away, holding open client
+  connections (an unread fetch, a half-sent request head and body, a live-tail WebSocket, a
+  fetch long poll), exits within its bound instead of asking the missing control plane for
+  a controlled shutdown for 30 s.
+- ``infra/run_local.py`` killed with SIGKILL: its guard stops every child in order (brokers
+  first, one at a time), the ports are free, and a second runner on the same ports and data
+  comes up.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from tests.integration.conftest import free_port
+
+from .conftest import SECRET, ControlPlane, Proc
+
+# the documented bounds (infra/README.md), with room for a loaded 2-core machine
+CONTROL_PLANE_STOP_S = 10.0
+BROKER_STOP_S = 15.0
+
+
+def alive(pid: int) -> bool:
+    """Running and not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids, timeout: float) -> list[int]:
+    """The pids still alive after ``timeout`` (empty: all gone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def daphne_control_plane(tmp_path) -> ControlPlane:
+    """A migrated control plane under Daphne, as `make up` runs it (not yet started)."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "backend.settings.local",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'control-plane.sqlite3'}",
+        "SLUICE_VAR_DIR": str(tmp_path / "var"),
+        "SLUICE_CLUSTER_SECRET": SECRET,
+        "SLUICE_BROKER_HEARTBEAT_INTERVAL_S": "0.5",
+        "SLUICE_INTERNAL_TOPICS_GRACE_S": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    cp = ControlPlane(tmp_path, free_port(), env)
+    cp.manage("migrate", "--noinput")
+    cp.tenant("lifetimes")  # its API key is a metadata record: long polls then wait
+    cp.server = Proc(
+        "control plane",
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(cp.port),
+            "backend.asgi:application",
+        ],
+        env,
+        tmp_path / "control-plane.log",
+        cp.url,
+    )
+    return cp
+
+
+class RepeatingLongPoll(threading.Thread):
+    """A broker's metadata long poll at the head of the log, re-issued as soon as it is
+    answered (on a new connection), until the server goes away or ``stop`` is set."""
+
+    def __init__(self, url: str, version: int, stop: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.url, self.version, self.stop = url, version, stop
+        self.answered = 0
+
+    def run(self) -> None:
+        path = f"/internal/v1/metadata?since={self.version}&wait_ms=25000"
+        for _ in range(10_000):  # bounded
+            if self.stop.is_set():
+                return
+            req = urllib.request.Request(
+                self.url + path, headers={"Authorization": f"Cluster {SECRET}"}
+            )
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    r.read()
+                self.answered += 1
+            except OSError:
+                time.sleep(0.01)
+
+
+def test_the_control_plane_stops_within_its_bound_whatever_brokers_do(tmp_path):
+    cp = daphne_control_plane(tmp_path)
+    cp.server.start()
+    stop = threading.Event()
+    try:
+        cp.server.wait_ready()
+        status, head = cp.internal("GET", "metadata?since=0")
+        assert status == 200, head
+        version = head["version"]
+        assert version > 0, head  # the long polls below must wait
+        polls = [RepeatingLongPoll(cp.url, version, stop) for _ in range(6)]
+        for p in polls:
+            p.start()
+        idle = [socket.create_connection(("127.0.0.1", cp.port)) for _ in range(3)]
+        idle[0].sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # keep-alive
+        idle[1].sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0")  # a half-sent head
+        time.sleep(1.0)  # every poll is waiting in its view's thread
+        started = time.monotonic()
+        cp.server.proc.send_signal(signal.SIGTERM)
+        try:
+            cp.server.proc.wait(CONTROL_PLANE_STOP_S + 5)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"Daphne still running {CONTROL_PLANE_STOP_S + 5:g} s after SIGTERM")
+        took = time.monotonic() - started
+        assert took < CONTROL_PLANE_STOP_S, f"stopped after {took:.1f} s"
+        assert port_free(cp.port)  # a new server can listen at once
+        for s in idle:
+            s.close()
+    finally:
+        stop.set()
+        cp.server.kill()
