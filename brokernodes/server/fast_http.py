@@ -366,8 +366,8 @@ class FastHttpProtocol(asyncio.Protocol):
             return
         end = buf.find(b"\r\n\r\n")
         if end < 0:
-            if len(buf) > MAX_HEAD:
-                self._hand_off()
+            if len(buf) > MAX_HEAD or not 65 <= buf[0] <= 90:
+                self._hand_off()  # too long, or no method (TLS, garbage): aiohttp's 400
             elif self._head_deadline is None:  # from the head's first byte, never extended
                 self._head_deadline = self._loop.call_later(
                     self.server.limits.request_head_timeout_s, self._head_timed_out
@@ -401,6 +401,8 @@ class FastHttpProtocol(asyncio.Protocol):
     def _parse_head(self, end: int):
         """(route match, headers, Content-Length, close?) or None to hand off."""
         head = bytes(self.buf[:end])
+        if b"\0" in head or head.count(b"\r") != head.count(b"\r\n"):
+            return None  # a NUL or a bare CR in the head: aiohttp's 400
         lines = head.split(b"\r\n")
         request_line = lines[0].split(b" ")
         if len(request_line) != 3 or request_line[2] != b"HTTP/1.1":
