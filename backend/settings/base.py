@@ -158,6 +158,9 @@ SLUICE_LOGIN_LOCKOUT_S = float(os.environ.get("SLUICE_LOGIN_LOCKOUT_S", "30"))
 SLUICE_LOGIN_LOCKOUT_MAX_S = float(os.environ.get("SLUICE_LOGIN_LOCKOUT_MAX_S", "900"))
 SLUICE_LOGIN_FAILURE_WINDOW_S = float(os.environ.get("SLUICE_LOGIN_FAILURE_WINDOW_S", "3600"))
 
+# How long an invitation to join an organisation waits for its answer (7 days).
+SLUICE_INVITATION_TTL_S = float(os.environ.get("SLUICE_INVITATION_TTL_S", str(7 * 86400)))
+
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"

@@ -1,5 +1,5 @@
-"""Console sign-in, the organisation switcher, the current organisation, members and
-service accounts. Thin views: every rule lives in services, every read in selectors."""
+"""Console sign-in, the organisation switcher, the current organisation, members and their
+invitations, service accounts. Thin views: every rule lives in services, every read in selectors."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from backend.core.context import client_ip, user_agent
 from backend.core.exceptions import ApplicationError, NotFound, PermissionDenied
 from backend.core.schema import errors
 from backend.core.serializers import StrictSerializer, validate_input
@@ -248,6 +249,15 @@ class MemberOutputSerializer(serializers.Serializer):
 MEMBER_PARAM = OpenApiParameter("membership_id", str, OpenApiParameter.PATH)
 
 
+class InvitationOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    username = serializers.CharField()
+    role = serializers.ChoiceField(choices=roles.MEMBERSHIP_ROLES)
+    invited_by = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+
+
 class MemberListApi(AdminAPIView):
     class InputSerializer(StrictSerializer):
         username = serializers.CharField(max_length=150)
@@ -266,12 +276,120 @@ class MemberListApi(AdminAPIView):
         operation_id="members_create",
         tags=["members"],
         request=InputSerializer,
-        responses={201: MemberOutputSerializer, **errors(400, 404, 409)},
+        responses={202: InvitationOutputSerializer, **errors(400, 409)},
+        description=(
+            "Invite a person by username: they join once they accept "
+            "(POST auth/invitations/{id}/accept). The answer is the same whether or not "
+            "a user has the name; inviting again renews the invitation. 409 for a member."
+        ),
     )
     def post(self, request):
         data = validate_input(self.InputSerializer, request.data)
-        m = services.membership_create(ctx=self.ctx, **data)
-        return Response(MemberOutputSerializer(m).data, status=status.HTTP_201_CREATED)
+        inv = services.invitation_create(ctx=self.ctx, **data)
+        return Response(InvitationOutputSerializer(inv).data, status=status.HTTP_202_ACCEPTED)
+
+
+INVITATION_PARAM = OpenApiParameter("invitation_id", str, OpenApiParameter.PATH)
+
+
+class InvitationListApi(AdminAPIView):
+    @extend_schema(
+        operation_id="invitations_list",
+        tags=["members"],
+        responses={200: InvitationOutputSerializer(many=True), **errors()},
+        description="The organisation's pending invitations.",
+    )
+    def get(self, request):
+        invitations = selectors.invitation_list(organisation=self.organisation)
+        return Response(InvitationOutputSerializer(invitations, many=True).data)
+
+
+class InvitationDetailApi(AdminAPIView):
+    @extend_schema(
+        operation_id="invitations_retrieve",
+        tags=["members"],
+        parameters=[INVITATION_PARAM],
+        responses={200: InvitationOutputSerializer, **errors(404)},
+    )
+    def get(self, request, invitation_id):
+        inv = selectors.invitation_get(organisation=self.organisation, invitation_id=invitation_id)
+        return Response(InvitationOutputSerializer(inv).data)
+
+    @extend_schema(
+        operation_id="invitations_revoke",
+        tags=["members"],
+        parameters=[INVITATION_PARAM],
+        responses={204: None, **errors(404)},
+    )
+    def delete(self, request, invitation_id):
+        inv = selectors.invitation_get(organisation=self.organisation, invitation_id=invitation_id)
+        services.invitation_revoke(ctx=self.ctx, invitation=inv)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MyInvitationOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    organisation = OrganisationOutputSerializer()
+    role = serializers.ChoiceField(choices=roles.MEMBERSHIP_ROLES)
+    invited_by = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+
+
+class MyInvitationListApi(UserAPIView):
+    @extend_schema(
+        operation_id="auth_invitations_list",
+        tags=["auth"],
+        responses={200: MyInvitationOutputSerializer(many=True), **errors()},
+        description="Invitations waiting for the signed-in person's answer.",
+    )
+    def get(self, request):
+        invitations = selectors.invitation_list_for_user(user=request.user)
+        return Response(MyInvitationOutputSerializer(invitations, many=True).data)
+
+
+class MyInvitationAcceptApi(UserAPIView):
+    @extend_schema(
+        operation_id="auth_invitations_accept",
+        tags=["auth"],
+        parameters=[INVITATION_PARAM],
+        request=None,
+        responses={200: MeOutputSerializer, **errors(404)},
+        description=(
+            "Join the organisation with the invitation's role. The console's current "
+            "organisation stays what it was."
+        ),
+    )
+    def post(self, request, invitation_id):
+        before = list(selectors.membership_list_for_user(user=request.user)[:2])
+        services.invitation_accept(
+            user=request.user,
+            invitation_id=invitation_id,
+            ip=client_ip(request),
+            user_agent=user_agent(request),
+        )
+        # one organisation was implied; with two the console would need a choice: keep it
+        if len(before) == 1 and not request.session.get(SESSION_ORGANISATION_KEY):
+            request.session[SESSION_ORGANISATION_KEY] = str(before[0].organisation_id)
+        return Response(MeOutputSerializer(me_data(request)).data)
+
+
+class MyInvitationDeclineApi(UserAPIView):
+    @extend_schema(
+        operation_id="auth_invitations_decline",
+        tags=["auth"],
+        parameters=[INVITATION_PARAM],
+        request=None,
+        responses={204: None, **errors(404)},
+    )
+    def post(self, request, invitation_id):
+        services.invitation_decline(
+            user=request.user,
+            invitation_id=invitation_id,
+            ip=client_ip(request),
+            user_agent=user_agent(request),
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class MemberDetailApi(AdminAPIView):

@@ -97,3 +97,26 @@ class LoginFailure(models.Model):
     failures = models.PositiveIntegerField(default=0)
     last_failure_at = models.DateTimeField()
     locked_until = models.DateTimeField(null=True, blank=True)
+
+
+class Invitation(models.Model):
+    """An organisation's offer of a role to a username, pending until that person accepts or
+    declines it, an admin revokes it, or it expires. Stored for any name, whether a user has
+    it or not, so inviting never tells an admin which names exist; only the person signed in
+    under that name sees and answers it (``backend.tenancy.services.invitation_*``)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.CASCADE, related_name="invitations"
+    )
+    username = models.CharField(max_length=150)
+    role = models.CharField(max_length=16, choices=roles.MEMBERSHIP_ROLES)
+    invited_by = models.CharField(max_length=200, help_text="the inviter's actor label")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["organisation", "username"], name="uniq_invitation")
+        ]

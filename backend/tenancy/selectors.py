@@ -1,4 +1,5 @@
-"""Reads of organisations, memberships and service accounts, always scoped by organisation."""
+"""Reads of organisations, memberships, invitations and service accounts, always scoped by
+organisation (or, for a person's own invitations, by their username)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import re
 import uuid
 
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from backend.core.exceptions import NotFound
-from backend.tenancy.models import Membership, Organisation, ServiceAccount
+from backend.tenancy.models import Invitation, Membership, Organisation, ServiceAccount
 
 SLUG = re.compile(r"[a-z0-9-]{1,40}")
 
@@ -51,6 +53,29 @@ def membership_get(*, organisation: Organisation, membership_id) -> Membership:
     if m is None:
         raise NotFound("no such member in this organisation")
     return m
+
+
+def invitation_list(*, organisation: Organisation) -> QuerySet[Invitation]:
+    """The organisation's pending (unexpired) invitations."""
+    return Invitation.objects.filter(organisation=organisation, expires_at__gt=timezone.now())
+
+
+def invitation_get(*, organisation: Organisation, invitation_id) -> Invitation:
+    pk = _as_uuid(invitation_id)
+    inv = invitation_list(organisation=organisation).filter(pk=pk).first() if pk else None
+    if inv is None:
+        raise NotFound("no such invitation in this organisation")
+    return inv
+
+
+def invitation_list_for_user(*, user) -> QuerySet[Invitation]:
+    """Pending invitations addressed to the signed-in person's username, from active
+    organisations."""
+    return Invitation.objects.filter(
+        username=user.get_username(),
+        expires_at__gt=timezone.now(),
+        organisation__is_active=True,
+    ).select_related("organisation")
 
 
 def service_account_list(*, organisation: Organisation) -> QuerySet[ServiceAccount]:

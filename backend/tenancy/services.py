@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
-from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
 
 from backend.audit.services import audit_record
 from backend.cluster import services as cluster
 from backend.core.context import RequestContext
 from backend.core.exceptions import Conflict, InvalidRequest, NotFound, PermissionDenied
 from backend.tenancy import roles
-from backend.tenancy.models import Membership, Organisation, ServiceAccount
+from backend.tenancy.models import Invitation, Membership, Organisation, ServiceAccount
 
 
 def organisation_snapshot(org: Organisation) -> dict:
@@ -126,27 +128,95 @@ def _check_can_grant(ctx: RequestContext, role: str) -> None:
         raise PermissionDenied("only an owner can grant or change the owner role")
 
 
+def invitation_snapshot(inv: Invitation) -> dict:
+    return {"id": str(inv.id), "username": inv.username, "role": inv.role}
+
+
 @transaction.atomic
-def membership_create(*, ctx: RequestContext, username: str, role: str) -> Membership:
+def invitation_create(*, ctx: RequestContext, username: str, role: str) -> Invitation:
+    """Invite ``username`` to the organisation with ``role`` (or renew the pending invitation).
+
+    The answer is the same whether a user has the name or not (no enumeration of the
+    service's users): the invitation is stored either way and only a person signed in under
+    that name can accept it. Nobody joins an organisation without saying yes; an existing
+    member is a 409 (admins see the members anyway).
+    """
     _check_can_grant(ctx, role)
-    user = get_user_model().objects.filter(username=username, is_active=True).first()
-    if user is None:
-        raise NotFound("no such user", {"username": ["no active user has this name"]})
-    try:
-        with transaction.atomic():
-            m = Membership.objects.create(organisation=ctx.organisation, user=user, role=role)
-    except IntegrityError:
-        raise Conflict(
-            "this user is already a member", {"username": ["already a member"]}
-        ) from None
+    org = ctx.organisation
+    if Membership.objects.filter(organisation=org, user__username=username).exists():
+        raise Conflict("this user is already a member", {"username": ["already a member"]})
+    expires_at = timezone.now() + timedelta(seconds=settings.SLUICE_INVITATION_TTL_S)
+    inv, created = Invitation.objects.update_or_create(
+        organisation=org,
+        username=username,
+        defaults={"role": role, "expires_at": expires_at, "invited_by": ctx.actor_label},
+    )
     audit_record(
         ctx=ctx,
-        action="membership.create",
+        action="invitation.create" if created else "invitation.renew",
+        object_type="invitation",
+        object_id=inv.id,
+        after=invitation_snapshot(inv),
+    )
+    return inv
+
+
+@transaction.atomic
+def invitation_revoke(*, ctx: RequestContext, invitation: Invitation) -> None:
+    before = invitation_snapshot(invitation)
+    iid = invitation.id
+    invitation.delete()
+    audit_record(
+        ctx=ctx, action="invitation.revoke", object_type="invitation", object_id=iid, before=before
+    )
+
+
+def _own_pending_invitation(user, invitation_id) -> Invitation:
+    from backend.tenancy.selectors import invitation_list_for_user
+
+    inv = (
+        invitation_list_for_user(user=user).select_for_update().filter(pk=invitation_id).first()
+        if invitation_id is not None
+        else None
+    )
+    if inv is None:
+        raise NotFound("no such invitation for you (it may have expired or been withdrawn)")
+    return inv
+
+
+@transaction.atomic
+def invitation_accept(
+    *, user, invitation_id, ip: str | None = None, user_agent: str = ""
+) -> Membership:
+    """The invited person says yes: they become a member with the invitation's role."""
+    inv = _own_pending_invitation(user, invitation_id)
+    org = inv.organisation
+    m, _ = Membership.objects.get_or_create(
+        organisation=org, user=user, defaults={"role": inv.role}
+    )
+    iid = inv.id
+    inv.delete()
+    ctx = RequestContext(organisation=org, role=m.role, user=user, ip=ip, user_agent=user_agent)
+    audit_record(
+        ctx=ctx,
+        action="invitation.accept",
         object_type="membership",
         object_id=m.id,
-        after=membership_snapshot(m),
+        after={**membership_snapshot(m), "invitation": str(iid)},
     )
     return m
+
+
+@transaction.atomic
+def invitation_decline(*, user, invitation_id, ip: str | None = None, user_agent: str = "") -> None:
+    inv = _own_pending_invitation(user, invitation_id)
+    before = invitation_snapshot(inv)
+    org, iid = inv.organisation, inv.id
+    inv.delete()
+    ctx = RequestContext(organisation=org, role="", user=user, ip=ip, user_agent=user_agent)
+    audit_record(
+        ctx=ctx, action="invitation.decline", object_type="invitation", object_id=iid, before=before
+    )
 
 
 def _owner_count(org: Organisation) -> int:

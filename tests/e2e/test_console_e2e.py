@@ -38,7 +38,8 @@ def api(stack: Stack, method: str, path: str, body=None, *, key: str | None = No
 @pytest.fixture(scope="module")
 def reader(stack: Stack) -> dict:
     """A second person, owner of their own organisation (e2e-reader, no traffic) and a
-    read-only member of Demo, added by Demo's admin key through the members API."""
+    read-only member of Demo, invited by Demo's admin key through the members API (and
+    accepting through the API with their own session)."""
     me = json.loads(
         stack.python(
             "manage.py",
@@ -50,9 +51,32 @@ def reader(stack: Stack) -> dict:
         )
     )
     member = {"username": me["username"], "role": "read-only"}
-    status, doc = api(stack, "POST", "/api/v1/members/", member)
-    assert status == 201, doc
+    status, invitation = api(stack, "POST", "/api/v1/members/", member)
+    assert status == 202, invitation
+    accept_invitation(stack, me["username"], me["password"], invitation["id"])
     return me
+
+
+def accept_invitation(stack: Stack, username: str, password: str, invitation_id: str) -> None:
+    """Sign in as the invited person (session and CSRF cookie) and accept the invitation."""
+    import http.cookiejar
+
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+
+    def call(path: str, body=None) -> dict:
+        req = urllib.request.Request(stack.url + path, data=json.dumps(body or {}).encode())
+        token = next((c.value for c in jar if c.name == "csrftoken"), "")
+        req.add_header("Content-Type", "application/json")
+        req.add_header("X-CSRFToken", token)
+        req.add_header("Referer", stack.url + "/")
+        with opener.open(req, timeout=10) as r:
+            return json.loads(r.read() or b"null")
+
+    with opener.open(stack.url + "/api/v1/auth/csrf", timeout=10):
+        pass
+    call("/api/v1/auth/login", {"username": username, "password": password})
+    call(f"/api/v1/auth/invitations/{invitation_id}/accept")
 
 
 @pytest.fixture(scope="module")

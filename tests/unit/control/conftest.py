@@ -17,7 +17,11 @@ from backend.quotas.selectors import quota_for_organisation
 from backend.quotas.services import quota_create_for_service_account
 from backend.tenancy import roles
 from backend.tenancy.models import Membership
-from backend.tenancy.services import organisation_create, service_account_create
+from backend.tenancy.services import (
+    invitation_create,
+    organisation_create,
+    service_account_create,
+)
 from backend.topics.services import topic_create
 
 
@@ -30,6 +34,7 @@ class Tenant:
     keys: dict[str, Any] = field(default_factory=dict)  # role -> CreatedApiKey
     topic: Any = None
     acl: Any = None
+    invitation: Any = None
     org_quota: Any = None
     sa_quota: Any = None
 
@@ -45,6 +50,7 @@ class Tenant:
         ids += [k.api_key.key_id for k in self.keys.values()]
         ids += [str(m.id) for m in self.memberships.values()]
         ids += [u.username for u in self.users.values()]
+        ids += [str(self.invitation.id), self.invitation.username]
         return ids
 
 
@@ -82,6 +88,7 @@ def make_tenant(slug: str) -> Tenant:
         operation="READ",
         permission="ALLOW",
     )
+    t.invitation = invitation_create(ctx=ctx, username=f"{slug}-invitee", role=roles.MEMBER)
     t.org_quota = quota_for_organisation(organisation=org)
     t.sa_quota = quota_create_for_service_account(
         ctx=ctx, service_account=t.accounts[roles.READ_ONLY], values={"produce_bytes_per_sec": 1000}

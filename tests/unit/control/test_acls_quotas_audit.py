@@ -188,7 +188,7 @@ def test_every_write_is_audited_with_who_and_from_where(world):
         "quota.create",
         "quota.update",
         "quota.delete",
-        "membership.create",
+        "invitation.create",
         "organisation.update",
         "service_account.delete",
     ]

@@ -103,6 +103,27 @@ ROUTES: dict[str, Route] = {
         body=lambda w, m: {"role": "admin"},
         detail=True,
     ),
+    "invitations": Route(ADMIN, ("GET",), _u("invitations")),
+    "invitation-detail": Route(
+        ADMIN,
+        ("GET", "DELETE"),
+        _u("invitation-detail", invitation_id=lambda w: w.b.invitation.id),
+        detail=True,
+    ),
+    "auth-invitations": Route(USER, ("GET",), _u("auth-invitations")),
+    # B's invitation is addressed to someone else: 404 for A's people
+    "auth-invitation-accept": Route(
+        USER,
+        ("POST",),
+        _u("auth-invitation-accept", invitation_id=lambda w: w.b.invitation.id),
+        detail=True,
+    ),
+    "auth-invitation-decline": Route(
+        USER,
+        ("POST",),
+        _u("auth-invitation-decline", invitation_id=lambda w: w.b.invitation.id),
+        detail=True,
+    ),
     "service-accounts": Route(
         ADMIN, ("GET", "POST"), _u("service-accounts"), body=lambda w, m: {"name": "new-sa"}
     ),
@@ -445,6 +466,9 @@ def _own_url(world: World, name: str) -> Callable[[], str]:
     a = world.a
     own = {
         "member-detail": {"membership_id": a.memberships[roles.READ_ONLY].id},
+        "invitation-detail": {"invitation_id": a.invitation.id},
+        "auth-invitation-accept": {"invitation_id": a.invitation.id},
+        "auth-invitation-decline": {"invitation_id": a.invitation.id},
         "service-account-detail": {"service_account_id": a.accounts[roles.READ_ONLY].id},
         "api-key-detail": {"key_id": a.keys[roles.READ_ONLY].api_key.key_id},
         "topic-detail": {"name": a.topic.name},
