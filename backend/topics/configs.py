@@ -41,6 +41,8 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
     "max.compaction.lag.ms": (1, MAX_LONG),
     "max.message.bytes": (1, MAX_INT),
     "file.delete.delay.ms": (0, MAX_LONG),
+    "message.timestamp.before.max.ms": (0, MAX_LONG),
+    "message.timestamp.after.max.ms": (0, MAX_LONG),
     "min.insync.replicas": (1, MAX_INT),
 }
 MINUS_ONE_OK = frozenset({"retention.ms", "retention.bytes"})

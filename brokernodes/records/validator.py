@@ -134,6 +134,9 @@ def walk_records(
             z = data[pos + 1]
             if z < 0x80:
                 pos += 2
+            elif data[pos + 2] < 0x80:
+                z = (z & 0x7F) | (data[pos + 2] << 7)
+                pos += 3
             else:
                 z, pos = slow(data, pos + 1, 10)
             delta = (z >> 1) ^ -(z & 1)
@@ -241,6 +244,9 @@ def walk_lengths(
             z = data[pos + 1]
             if z < 0x80:
                 pos += 2
+            elif data[pos + 2] < 0x80:
+                z = (z & 0x7F) | (data[pos + 2] << 7)
+                pos += 3
             else:
                 z, pos = slow(data, pos + 1, 10)
             delta = (z >> 1) ^ -(z & 1)
