@@ -1,6 +1,8 @@
 import { NavLink, Navigate, Route, Routes } from "react-router-dom";
 import { atLeast, useMe, useSignOut, useSwitchOrganisation } from "./api/hooks/auth";
 import { ErrorState, Loading } from "./components/States";
+import { InvitationList } from "./components/Invitations";
+import { useAnswerInvitation, useMyInvitations } from "./api/hooks/invitations";
 import { SignIn } from "./pages/SignIn";
 import { Overview } from "./pages/Overview";
 import { Topics } from "./pages/Topics";
@@ -39,6 +41,19 @@ function OrganisationSwitcher() {
   );
 }
 
+function PendingInvitations() {
+  const invitations = useMyInvitations();
+  const answer = useAnswerInvitation();
+  return (
+    <InvitationList
+      invitations={invitations.data ?? []}
+      onAnswer={(id, accept) => answer.mutate({ id, accept })}
+      busy={answer.isPending}
+      error={answer.error}
+    />
+  );
+}
+
 function Shell() {
   const me = useMe().data!;
   const signOut = useSignOut();
@@ -73,6 +88,7 @@ function Shell() {
         )}
       </nav>
       <main className="content">
+        <PendingInvitations />
         {!me.organisation ? (
           <p className="state empty">Choose an organisation above to see its topics and groups.</p>
         ) : (
