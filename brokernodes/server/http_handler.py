@@ -142,9 +142,12 @@ class GuardedRequestHandler(RequestHandler):
 
     def evict(self) -> None:
         """Over the unauthenticated-connection caps: ``503 TOO_MANY_CONNECTIONS`` now if no
-        request is being served, else close once its answer is written."""
+        request is being served, else close once its answer is written (a WebSocket still
+        waiting for its key in the first frame is closed at once)."""
         if self._between_requests():
             self._refuse(TOO_MANY_CONNECTIONS)
+        elif self._upgraded:
+            self.force_close()
         else:
             self.close()
 
