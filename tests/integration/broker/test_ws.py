@@ -249,7 +249,9 @@ def test_produce_stream_auth_by_first_message_and_refusals(module_broker):
 
 def test_consume_from_offset_earliest_latest_and_timestamp(module_broker):
     b = module_broker
-    offsets, stamps = [], [1_800_000_000_000 + i * 1000 for i in range(4)]
+    # ahead of every other record in the partition, within message.timestamp.after.max.ms
+    ahead = int(time.time() * 1000) + 600_000
+    offsets, stamps = [], [ahead + i * 1000 for i in range(4)]
     for i, ts in enumerate(stamps):
         status, ans = produce_json(
             b, "orders", record(f"pos-{i}", partition_id=2, timestamp=ts, key=None)
