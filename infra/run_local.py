@@ -15,6 +15,13 @@ killed. If a child dies on its own, the others are stopped too and the exit stat
 Children run in their own sessions, so a terminal's Ctrl-C reaches only this runner, which
 then stops them in that order.
 
+Children die with the runner: each is recorded in ``<var>/run/children.json``, and a guard
+process (``infra/run_guard.py``) stops them, in the same order and bounds, when the runner
+ends without doing so (even kill -9). A new run first stops what an earlier one left
+running (``infra/process_tree.py``), refuses to start beside a runner still alive on the
+same ``--var-dir``, and names the program holding a port it needs instead of letting a child
+fail with "address already in use".
+
 Everything is configurable for tests: ``--host``, ``--port``, ``--broker-ports``,
 ``--var-dir``, ``--state-file`` (a JSON file written once ready: URLs, key, curl lines, pids).
 The cluster secret comes from ``SLUICE_CLUSTER_SECRET`` or is generated once into
@@ -38,6 +45,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import portcheck
+import process_tree
+
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
@@ -51,6 +63,10 @@ class Runner:
         self.args = args
         self.var = Path(args.var_dir).resolve()
         self.procs: list[tuple[str, subprocess.Popen]] = []
+        self.children: list[process_tree.Child] = []
+        self.children_file = self.var / "run" / "children.json"
+        self.guard: subprocess.Popen | None = None
+        self.recording = False  # children_file is ours (no other live runner owns it)
         self.stopping = False
         self.python = args.python
         self.cp_url = f"http://{args.host}:{args.port}"
@@ -93,7 +109,9 @@ class Runner:
             raise SystemExit(f"manage.py {' '.join(argv)} failed:\n{done.stderr[-2000:]}")
         return done.stdout
 
-    def spawn(self, name: str, argv: list[str], log: Path) -> subprocess.Popen:
+    def spawn(
+        self, name: str, argv: list[str], log: Path, stop_s: float = STOP_TIMEOUT_S
+    ) -> subprocess.Popen:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
             proc = subprocess.Popen(
@@ -106,7 +124,61 @@ class Runner:
                 start_new_session=True,
             )
         self.procs.append((name, proc))
+        self.children.append(process_tree.record(name, proc.pid, stop_s))
+        self.write_children()
         return proc
+
+    # --- lifetimes (infra/process_tree.py) ---------------------------------------------
+
+    def write_children(self) -> None:
+        if not self.recording:
+            return
+        me = process_tree.record("runner", os.getpid(), 0)
+        process_tree.write(self.children_file, me, self.children)
+
+    def clear_earlier_run(self) -> None:
+        """Refuse to run beside a live runner on the same data; stop what a dead one left."""
+        runner, children = process_tree.read(self.children_file)
+        if runner is not None and runner.pid != os.getpid() and process_tree.running(runner):
+            raise SystemExit(
+                f"another make up (runner pid {runner.pid}) is running with data under "
+                f"{self.var}; stop it first (Ctrl-C in its terminal, or kill {runner.pid})"
+            )
+        left = [c for c in children if process_tree.running(c)]
+        if left:
+            names = ", ".join(f"{c.name} (pid {c.pid})" for c in left)
+            self.say(f"An earlier run left {names} running; stopping them first.")
+            process_tree.stop_in_order(left, self.say)
+        self.children = []
+        self.recording = True
+        self.write_children()
+
+    def start_guard(self) -> None:
+        """The guard stops the children if this runner dies without doing so (run_guard.py)."""
+        log = self.var / "logs" / "runner-guard.log"
+        with open(log, "ab") as out:
+            self.guard = subprocess.Popen(
+                [self.python, ROOT / "infra" / "run_guard.py", "--children", self.children_file],
+                stdin=subprocess.PIPE,  # our end closes when we die: the guard's signal
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def check_ports(self, wanted: list[int]) -> None:
+        """Every port free (as the servers bind them, with SO_REUSEADDR: a port in
+        TIME_WAIT is free), or say who holds it and what to do."""
+        busy = [
+            (port, portcheck.holder(port))
+            for port in wanted
+            if not portcheck.free(self.args.host, port)
+        ]
+        if busy:
+            lines = [f"port {port} is in use{f' by {who}' if who else ''}" for port, who in busy]
+            raise SystemExit(
+                "; ".join(lines)
+                + ". Stop that program, or choose other ports with --port and --broker-ports."
+            )
 
     def http(self, method: str, url: str, body: dict | None = None, key: str | None = None):
         data = json.dumps(body).encode() if body is not None else None
@@ -143,6 +215,10 @@ class Runner:
         a = self.args
         (self.var / "logs").mkdir(parents=True, exist_ok=True)
         self.say(f"Sluice: data and logs under {self.var}")
+        self.clear_earlier_run()
+        self.start_guard()
+        broker_ports = [int(p) for p in a.broker_ports.split(",")][: a.brokers]
+        self.check_ports([a.port, *broker_ports])
         self.manage("migrate", "--noinput")
         demo = json.loads(self.manage("seed_demo", "--json").strip().splitlines()[-1])
         key = demo["api_key"]
@@ -191,6 +267,7 @@ class Runner:
                     str(self.var / "brokers" / str(i)),
                 ],
                 self.var / "logs" / f"broker-{i}.log",
+                BROKER_STOP_TIMEOUT_S,
             )
         for port in ports:
             url = f"http://{a.host}:{port}"
@@ -310,29 +387,26 @@ class Runner:
     # --- stop --------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Brokers first (they flush), then the control plane; bounded waits, then kill."""
+        """Brokers first (they flush), then the rest; bounded waits, then kill
+        (``process_tree.stop_in_order``); then the guard is let go."""
         self.stopping = True
         started = time.monotonic()
-        brokers = [p for name, p in self.procs if name.startswith("broker")]
-        others = [p for name, p in self.procs if not name.startswith("broker")]
-        names = {id(p): name for name, p in self.procs}
-        # brokers one at a time, as a rolling restart does: each controlled shutdown moves its
-        # leaderships to brokers that stay up, never to one that is stopping too
-        groups = [([b], BROKER_STOP_TIMEOUT_S) for b in brokers] + [(others, STOP_TIMEOUT_S)]
-        for group, timeout in groups:
-            for p in group:
-                if p.poll() is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        p.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            for p in group:
-                try:
-                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    self.say(f"{names[id(p)]} did not stop within {timeout:g} s; killing it")
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(p.pid, signal.SIGKILL)
-                    p.wait(timeout=5)
+
+        def reap() -> None:
+            for _, p in self.procs:
+                p.poll()
+
+        process_tree.stop_in_order(self.children, self.say, reap)
+        for _, p in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=5)
+        self.children = []
+        self.write_children()
+        if self.guard is not None:
+            with contextlib.suppress(OSError):
+                self.guard.stdin.close()  # type: ignore[union-attr]
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.guard.wait(timeout=5)
         self.say(f"Sluice stopped ({time.monotonic() - started:.1f} s).")
 
 

@@ -17,6 +17,7 @@ long a stop takes"), whatever its clients do, and `make up`'s processes die with
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -30,7 +31,7 @@ import pytest
 
 from tests.integration.conftest import free_port
 
-from .conftest import SECRET, ControlPlane, Proc
+from .conftest import ROOT, SECRET, ControlPlane, Proc, http, wait_for
 
 # the documented bounds (infra/README.md), with room for a loaded 2-core machine
 CONTROL_PLANE_STOP_S = 10.0
@@ -154,3 +155,79 @@ def test_the_control_plane_stops_within_its_bound_whatever_brokers_do(tmp_path):
     finally:
         stop.set()
         cp.server.kill()
+
+
+def start_runner(tmp_path, cp_port: int, broker_ports: str, name: str) -> subprocess.Popen:
+    """``infra/run_local.py`` (``make up``) on the given ports, data under tmp_path/var."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SLUICE_CLUSTER_SECRET", "DATABASE_URL", "SLUICE_VAR_DIR")
+    }
+    log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115 - closed below
+    try:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "infra/run_local.py",
+                "--port",
+                str(cp_port),
+                "--broker-ports",
+                broker_ports,
+                "--var-dir",
+                str(tmp_path / "var"),
+                "--state-file",
+                str(tmp_path / f"{name}.json"),
+                "--no-console-build",
+            ],
+            cwd=ROOT,
+            env={**env, "PYTHONUNBUFFERED": "1"},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    finally:
+        log.close()
+
+
+def wait_up(tmp_path, runner: subprocess.Popen, name: str) -> dict:
+    state = tmp_path / f"{name}.json"
+
+    def up():
+        assert runner.poll() is None, (tmp_path / f"{name}.log").read_text()[-3000:]
+        return state.exists()
+
+    wait_for(f"{name} up", up, timeout=90)
+    return json.loads(state.read_text())
+
+
+def test_make_up_children_die_with_a_killed_runner_and_make_up_starts_again(tmp_path):
+    cp_port = free_port()
+    ports = [free_port() for _ in range(3)]
+    broker_ports = ",".join(map(str, ports))
+    first = start_runner(tmp_path, cp_port, broker_ports, "first")
+    second = None
+    try:
+        pids = list(wait_up(tmp_path, first, "first")["pids"].values())
+        first.kill()  # SIGKILL: the runner stops nothing itself
+        first.wait(5)
+        # brokers one at a time (each a controlled shutdown), then the rest
+        left = wait_gone(pids, 3 * BROKER_STOP_S)
+        guard_log = (tmp_path / "var" / "logs" / "runner-guard.log").read_text()
+        assert not left, f"still running: {left}\n{guard_log}"
+        assert "did not stop within" not in guard_log, guard_log
+        assert all(port_free(p) for p in [cp_port, *ports])
+        for i in (1, 2, 3):
+            log = (tmp_path / "var" / "logs" / f"broker-{i}.log").read_text()
+            assert "stopped cleanly" in log, log[-2000:]
+
+        second = start_runner(tmp_path, cp_port, broker_ports, "second")
+        state = wait_up(tmp_path, second, "second")
+        assert http("GET", state["brokers"][0] + "/readyz")[0] == 200
+    finally:
+        for runner in (first, second):
+            if runner is not None and runner.poll() is None:
+                runner.send_signal(signal.SIGINT)
+                try:
+                    runner.wait(90)
+                except subprocess.TimeoutExpired:
+                    runner.kill()
