@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from http.client import HTTPConnection
+from http.cookiejar import CookieJar
 
 import aiohttp
 import pytest
@@ -24,11 +25,51 @@ from tests.unit.control.bad_input_walk import cases, problem
 from .conftest import ControlPlane, http, start_control_plane, wait_for
 
 MAX_BODY = 64 * 1024
+LOGIN_RATE = 20
+
+
+class Session:
+    """A person in the console API: cookies, the CSRF token on writes."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.jar = CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+        with self.opener.open(url + "/api/v1/auth/csrf", timeout=10):
+            pass
+
+    def call(self, method: str, path: str, body=None, headers=None) -> tuple[int, dict]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        token = next((c.value for c in self.jar if c.name == "csrftoken"), "")
+        req.add_header("X-CSRFToken", token)
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
+        try:
+            with self.opener.open(req, timeout=10) as r:
+                return r.status, json.loads(r.read() or b"{}")
+        except urllib.error.HTTPError as e:
+            with e:
+                return e.code, json.loads(e.read() or b"{}")
+
+
+def create_user(cp: ControlPlane, username: str, password: str) -> None:
+    cp.manage(
+        "shell",
+        "-c",
+        "from django.contrib.auth import get_user_model; "
+        f"get_user_model().objects.create_user({username!r}, password={password!r})",
+    )
 
 
 @pytest.fixture(scope="module")
 def cp(tmp_path_factory) -> Iterator[ControlPlane]:
-    env = {"SLUICE_MAX_REQUEST_BYTES": str(MAX_BODY), "SLUICE_LOG_LEVEL": "DEBUG"}
+    env = {
+        "SLUICE_MAX_REQUEST_BYTES": str(MAX_BODY),
+        "SLUICE_LOG_LEVEL": "DEBUG",
+        "SLUICE_LOGIN_RATE": f"{LOGIN_RATE}/min",
+    }
     with start_control_plane(tmp_path_factory.mktemp("hostile"), env) as plane:
         yield plane
 
@@ -234,3 +275,49 @@ def test_unknown_api_routes_are_json_and_the_secret_is_private(cp):
     secret_file = cp.workdir / "var" / "secret_key"
     assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
     assert len(secret_file.read_text().strip()) >= 50
+
+
+def test_joining_takes_an_invitation_the_person_accepts(cp, tenant):
+    key = tenant["api_key"]
+    create_user(cp, "invitee", "invitee-password-1")
+    known = cp.api("POST", "members/", {"username": "invitee", "role": "read-only"}, key=key)
+    ghost = cp.api("POST", "members/", {"username": "no-such-user", "role": "read-only"}, key=key)
+    assert known[0] == ghost[0] == 202, (known, ghost)
+    assert set(known[1]) == set(ghost[1])
+
+    person = Session(cp.url)
+    status, me = person.call(
+        "POST", "/api/v1/auth/login", {"username": "invitee", "password": "invitee-password-1"}
+    )
+    assert status == 200 and me["memberships"] == [], me
+    status, mine = person.call("GET", "/api/v1/auth/invitations")
+    assert status == 200 and [i["id"] for i in mine] == [known[1]["id"]], mine
+    status, me = person.call("POST", f"/api/v1/auth/invitations/{known[1]['id']}/accept")
+    assert status == 200, me
+    assert [(m["organisation"]["slug"], m["role"]) for m in me["memberships"]] == [
+        ("hostile", "read-only")
+    ]
+    assert person.call("GET", "/api/v1/topics/")[0] == 200
+
+
+def test_sign_in_brakes_ignore_forged_addresses_and_lock_a_name(cp):
+    create_user(cp, "victim", "victim-password-1")
+    person = Session(cp.url)
+
+    def login(username: str, password: str, i: int) -> tuple[int, dict]:
+        forged = {"X-Forwarded-For": f"203.0.113.{i}"}
+        body = {"username": username, "password": password}
+        return person.call("POST", "/api/v1/auth/login", body, forged)
+
+    # five wrong guesses lock the name: the right password is refused too
+    assert [login("victim", f"guess-{i}", i)[0] for i in range(5)] == [400] * 5
+    status, body = login("victim", "victim-password-1", 5)
+    assert status == 429 and "username" in body["message"], body
+    # the address budget counts every attempt whatever X-Forwarded-For says (the other
+    # tests' sign-ins count too): within LOGIN_RATE more attempts the address is throttled
+    codes = []
+    for i in range(6, 6 + LOGIN_RATE):
+        codes.append(login(f"stranger-{i}", "guess", i)[0])
+        if codes[-1] != 400:
+            break
+    assert codes[-1] == 429, codes
