@@ -43,7 +43,7 @@ from brokernodes.errors import InvalidRequestError, SluiceError
 from brokernodes.server import cursor as cursors
 from brokernodes.server.body import read_body
 from brokernodes.server.http_util import auth_header, json_response
-from brokernodes.server.json_records import parse_json, render_batches
+from brokernodes.server.json_records import loads_writable, parse_json, render_batches
 from brokernodes.server.log_offsets import Query, cluster_token, log_offsets
 from brokernodes.server.params import choice_param, int_param
 from brokernodes.server.tenant_caps import consumer_instances_cap
@@ -98,7 +98,7 @@ def _data(data: bytes | None, fmt: str) -> Any:
         return None
     if fmt == "json":
         try:
-            return orjson.loads(data)
+            return loads_writable(data)
         except orjson.JSONDecodeError:
             return base64.b64encode(data).decode()
     if fmt == "string":

@@ -216,13 +216,29 @@ def parse_batch(doc: Any) -> tuple[list[ProduceEntry], list[tuple[str, InvalidRe
 # --- fetch rendering ------------------------------------------------------------------------
 
 
+WRITABLE_JSON_DEPTH = 254  # orjson reads 1024 levels of nesting but writes only 254
+
+
+def loads_writable(data: bytes) -> Any:
+    """``orjson.loads``, refusing (``JSONDecodeError``) a value nested too deeply for an
+    answer to hold it: such a stored value must not make every fetch of it a 500. Only a
+    value with that many brackets at all is written back to find out."""
+    value = orjson.loads(data)
+    if data.count(b"[") + data.count(b"{") > WRITABLE_JSON_DEPTH:
+        try:
+            orjson.dumps(value)
+        except orjson.JSONEncodeError as e:
+            raise orjson.JSONDecodeError(f"nested too deeply: {e}", "", 0) from None
+    return value
+
+
 def render_data(data: bytes | None, fmt: str) -> tuple[Any, str | None]:
     """Bytes -> (JSON value, how it was rendered) for ``format=json|text|base64``."""
     if data is None:
         return None, None
     if fmt == "json":
         try:
-            return orjson.loads(data), "json"
+            return loads_writable(data), "json"
         except orjson.JSONDecodeError:
             fmt = "text"
     if fmt == "text":

@@ -5,11 +5,14 @@ traceback per request."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import http.client
 import json
 import socket
 import time
 
+import aiohttp
 import pytest
 
 from brokernodes.server.broker import Broker
@@ -195,3 +198,38 @@ def test_malformed_requests_log_one_line_not_a_traceback_each(broker_factory, fr
     log = b.output()
     assert "Traceback" not in log and "Error handling request" not in log
     assert 1 <= log.count("malformed HTTP request") <= 2, log
+
+
+def test_a_stored_value_nested_too_deeply_to_write_back_is_fetched_as_text(broker):
+    """orjson reads JSON nested 1024 deep but writes only 254 levels: such a value (any
+    tenant may produce one) once made every JSON fetch and JSON consume of it a 500."""
+    nested = b"[" * 300 + b"]" * 300
+    status, _, data = broker.request(
+        "POST",
+        f"/v3/clusters/{broker.cluster_id}/topics/events/records",
+        {"value": {"type": "BINARY", "data": base64.b64encode(nested).decode()}},
+    )
+    assert status == 200, data
+    offset = json.loads(data)["offset"]
+    status, body = broker.json(
+        "GET", f"/sluice/v1/topics/events/partitions/0/records?offset={offset}&format=json"
+    )
+    assert status == 200, body
+    (record,) = body["records"]
+    assert record["value_format"] == "text" and record["value"] == nested.decode()
+
+    async def consume() -> dict:
+        url = f"ws://127.0.0.1:{broker.port}/sluice/v1/ws/consume?topic=events&offset={offset}"
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(url, headers=broker.headers) as ws,
+        ):
+            await ws.send_json({"credit": 1 << 20})
+            msg = await ws.receive(timeout=10)
+            assert msg.type is aiohttp.WSMsgType.TEXT, (msg.type, msg.data)
+            return json.loads(msg.data)
+
+    message = asyncio.run(asyncio.wait_for(consume(), 20))
+    values = [r["value"] for r in message.get("records", [])]
+    assert nested.decode() in values, message
+    assert "Traceback" not in broker.output()
