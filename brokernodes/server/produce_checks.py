@@ -5,9 +5,12 @@ anything is appended, with the topic's rules (KIP-937 timestamps, keys on compac
 and the broker's inflation limit (``max.inflation.ratio`` x max.message.bytes). A bad batch
 refuses the whole request and nothing is stored.
 
-Inflating and walking a compressed batch, or a request of many records, runs in a worker
-thread: zlib, lz4 and zstd release the GIL while they inflate and the interpreter switches
-threads every few milliseconds, so the event loop keeps answering other tenants meanwhile.
+Inflating and walking a compressed batch, or a request of many records, runs in one of
+``CHECK_THREADS`` worker threads of its own: zlib, lz4 and zstd release the GIL while they
+inflate and the interpreter switches threads every few milliseconds, so the event loop keeps
+answering other tenants meanwhile. A pool of its own keeps a flood of bombs from taking the
+threads appends use, and few threads bound the memory inflation holds (each thread's malloc
+arena keeps what it inflated, up to about twice the cap).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from brokernodes.errors import SluiceError
 from brokernodes.records.compression import max_inflated_bytes
@@ -24,6 +28,9 @@ from brokernodes.storage.config import LogConfig
 
 THREAD_RECORDS = 4096
 """A request holding more records than this (uncompressed) is checked off the loop."""
+CHECK_THREADS = 2
+
+_checkers = ThreadPoolExecutor(max_workers=CHECK_THREADS, thread_name_prefix="produce-checks")
 
 
 def record_rules(config: LogConfig, inflation_ratio: int) -> RecordRules:
@@ -59,6 +66,7 @@ async def check_produce(
     if any(h.compression for h in headers) or (
         sum(h.records_count for h in headers) > THREAD_RECORDS
     ):
-        await asyncio.to_thread(check_batches, buf, headers, rules, now_ms)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(_checkers, check_batches, buf, headers, rules, now_ms)
     else:
         check_batches(buf, headers, rules, now_ms)
