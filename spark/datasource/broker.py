@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
+from brokernodes.errors import SluiceError
 from brokernodes.records.batch import DecodedBatch, DecodedRecord, decode_batch
 from brokernodes.records.header import HEADER_SIZE, read_header
 from spark.datasource.validity import (
@@ -278,9 +279,10 @@ def read_range(
             try:
                 batch = decode_batch(body, pos)
                 problem = None if h.is_control else _timestamp_problem(batch)
-            except Exception as e:  # whatever the codec raises, the batch is what is bad
-                batch = None
-                problem = reason(getattr(e, "error_code", CORRUPT_MESSAGE), e)
+            except SluiceError as e:
+                batch, problem = None, reason(e.error_code, e.message)
+            except Exception as e:  # whatever a codec raises, the batch is what is bad
+                batch, problem = None, reason(CORRUPT_MESSAGE, f"{type(e).__name__}: {e}")
             if problem is not None:
                 if h.last_offset >= offset or pos == 0:
                     yield UnreadableBatch(h.base_offset, h.last_offset, problem), -1

@@ -111,6 +111,7 @@ def test_read_range_skips_and_reports_each_unreadable_batch(broker):
     assert good == [0, 1, 2, 3, 4, 10, 11, 12, 13]
     assert [(b.base_offset, b.last_offset) for b in bad] == [(5, 7), (8, 9)]
     assert bad[0].reason.startswith("CORRUPT_MESSAGE: ")
+    assert "CORRUPT_MESSAGE" not in bad[0].reason[len("CORRUPT_MESSAGE: ") :]
     assert bad[1].reason.startswith("INVALID_TIMESTAMP: ")
 
 
