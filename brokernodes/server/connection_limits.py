@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import resource
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ import orjson
 logger = logging.getLogger("sluice.broker.connections")
 
 RETRY_AFTER_S = 1
+EVICTION_LOG_INTERVAL_S = 10.0
 MIN_RESERVED_FDS = 256
 DEFAULT_NOFILE_TARGET = 65536  # when the hard limit is unlimited
 
@@ -133,6 +135,8 @@ class UnauthenticatedConnections:
         self._all: dict[Any, tuple[str | None, Callable[[], None]]] = {}  # insertion order
         self._by_ip: dict[str | None, dict[Any, None]] = {}
         self.evicted = 0
+        self._logged_evicted = 0
+        self._next_log = 0.0
 
     def __len__(self) -> int:
         return len(self._all)
@@ -173,8 +177,26 @@ class UnauthenticatedConnections:
             conn = next(iter(conns))
             if conn is newest:
                 return
-            evict = self._all[conn][1]
+            ip, evict = self._all[conn]
             self.forget(conn)
             if not conn.is_closing():
                 self.evicted += 1
                 evict()
+                self._log_eviction(ip)
+
+    def _log_eviction(self, ip: str | None) -> None:
+        """One warning line per interval at most: operators learn of a flood, and the flood
+        cannot fill the log."""
+        now = time.monotonic()
+        if now < self._next_log:
+            return
+        self._next_log = now + EVICTION_LOG_INTERVAL_S
+        logger.warning(
+            "closed %d unauthenticated connections over the caps (%d in total, %d per "
+            "address) since the last such line; the latest from %s",
+            self.evicted - self._logged_evicted,
+            self.max_total,
+            self.max_per_ip,
+            ip,
+        )
+        self._logged_evicted = self.evicted
