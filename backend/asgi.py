@@ -17,12 +17,15 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from backend.asgi_aborts import AbortSignal  # noqa: E402
 from backend.asgi_shutdown import StopGate, install  # noqa: E402
 from backend.console.routing import websocket_urlpatterns  # noqa: E402
+from backend.core import daphne_body_limit  # noqa: E402
+from backend.core.asgi_body_limit import BodyLimit  # noqa: E402
 
 application = StopGate(
     ProtocolTypeRouter(
         {
-            # long polls end when their client goes or the server stops (asgi_aborts.py)
-            "http": AbortSignal(django_asgi),
+            # long polls end when their client goes or the server stops (asgi_aborts.py);
+            # bodies over the limit are refused before Django spools them (413)
+            "http": AbortSignal(BodyLimit(django_asgi)),
             "websocket": AllowedHostsOriginValidator(
                 AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
             ),
@@ -30,3 +33,4 @@ application = StopGate(
     )
 )
 install(application)  # only under Daphne's reactor
+daphne_body_limit.install()  # Daphne buffers bodies before the application sees them

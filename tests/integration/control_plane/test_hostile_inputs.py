@@ -10,6 +10,7 @@ import asyncio
 import json
 import socket
 import stat
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -22,10 +23,11 @@ import pytest
 
 from tests.unit.control.bad_input_walk import cases, problem
 
-from .conftest import ControlPlane, http, start_control_plane, wait_for
+from .conftest import ControlPlane, Proc, free_port, http, start_control_plane, wait_for
 
 MAX_BODY = 64 * 1024
 LOGIN_RATE = 20
+ASGI_APP = "backend.asgi:application"
 
 
 class Session:
@@ -321,3 +323,32 @@ def test_sign_in_brakes_ignore_forged_addresses_and_lock_a_name(cp):
         if codes[-1] != 400:
             break
     assert codes[-1] == 429, codes
+
+
+def test_daphne_refuses_large_bodies_before_reading_them(cp, tenant):
+    """``make up`` serves the control plane with Daphne (ASGI): a body announced or streamed
+    past the limit is a 413 without Django spooling it, unknown API routes are JSON 404s."""
+    port = free_port()
+    daphne = Proc(
+        "daphne",
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), ASGI_APP],
+        cp.env,
+        cp.workdir / "daphne.log",
+        f"http://127.0.0.1:{port}",
+    )
+    daphne.start()
+    try:
+        daphne.wait_ready()
+        auth = f"Authorization: Bearer {tenant['api_key']}\r\n".encode()
+        head = b"POST /api/v1/topics/ HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth
+        head += b"Content-Type: application/json\r\n"
+        answer = raw(daphne.url, head + b"Content-Length: 10737418240\r\n\r\n{}")
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+        assert b"PAYLOAD_TOO_LARGE" in answer
+        chunk = b"%x\r\n%s\r\n" % (MAX_BODY, b" " * MAX_BODY)
+        answer = raw(daphne.url, head + b"Transfer-Encoding: chunked\r\n\r\n" + chunk * 3)
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+        answer = raw(daphne.url, b"GET /api/v1/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 404") and b'"NOT_FOUND"' in answer, answer[:300]
+    finally:
+        daphne.stop()
