@@ -401,9 +401,9 @@ class FastHttpProtocol(asyncio.Protocol):
     def _parse_head(self, end: int):
         """(route match, headers, Content-Length, close?) or None to hand off."""
         head = bytes(self.buf[:end])
-        if b"\0" in head or head.count(b"\r") != head.count(b"\r\n"):
-            return None  # a NUL or a bare CR in the head: aiohttp's 400
         lines = head.split(b"\r\n")
+        if b"\0" in head or head.count(b"\r") != len(lines) - 1:
+            return None  # a NUL or a bare CR in the head: aiohttp's 400
         request_line = lines[0].split(b" ")
         if len(request_line) != 3 or request_line[2] != b"HTTP/1.1":
             return None
