@@ -221,7 +221,9 @@ def unclean_restart(reg: PartitionRegistration, broker: int) -> PartitionRegistr
     return _bump(new)
 
 
-def recovery_waits_for(reg: PartitionRegistration, brokers: BrokerView, logs) -> tuple[int, ...]:
+def recovery_waits_for(
+    reg: PartitionRegistration, brokers: BrokerView, logs: Mapping[int, ReplicaLog]
+) -> tuple[int, ...]:
     """The last known ELR members an unclean recovery still waits for: not eligible (fenced,
     gone, shutting down) or without a log report from their current registration."""
     return tuple(r for r in reg.last_known_elr if not brokers.eligible(r) or r not in logs)
