@@ -24,6 +24,7 @@ import prometheus_client
 from aiohttp import web
 
 from brokernodes.errors import UnauthenticatedError
+from brokernodes.server import stop_deadline
 from brokernodes.server.broker import Broker
 from brokernodes.server.config import BrokerConfig, parse_args
 from brokernodes.server.connection_limits import (
@@ -199,8 +200,18 @@ async def serve(config: BrokerConfig) -> int:
     metadata = metadata_source(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        if not stop.is_set():  # the stop's hard bound (stop_deadline.py)
+            stop_deadline.arm(
+                stop_deadline.bound_s(
+                    config.controlled_shutdown_timeout_s, config.shutdown_timeout_s
+                )
+            )
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
     # Control plane: a cached image, or the first pull (retried until it answers or SIGTERM)
     starting = asyncio.create_task(metadata.start())
     stopped = asyncio.create_task(stop.wait())

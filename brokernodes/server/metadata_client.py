@@ -50,6 +50,8 @@ logger = logging.getLogger("sluice.broker.metadata")
 
 CACHE_FILE = "metadata-cache.json"
 CACHE_FORMAT = 1
+# a controlled shutdown gives up once the control plane has refused connections this long
+CONTROL_PLANE_GONE_S = 2.0
 
 
 def offline_replica_logs(partitions: Iterable[Any]) -> list[dict]:
@@ -362,26 +364,41 @@ class ControlPlaneMetadataSource(MetadataSource):
 
     async def controlled_shutdown(self, timeout_s: float | None = None) -> None:
         """Ask the controller to move leadership away (contract item 5), repeating every
-        0.5 s until this broker leads nothing or the timeout passes."""
+        0.5 s until this broker leads nothing or the timeout passes, or the control plane
+        has refused connections for ``CONTROL_PLANE_GONE_S`` (no one left to ask)."""
         if not self.registered:
             return
         loop = asyncio.get_running_loop()
         if timeout_s is None:
             timeout_s = self.controlled_shutdown_timeout_s
         deadline = loop.time() + timeout_s
+        refused_since: float | None = None  # the control plane refuses connections since
         while loop.time() < deadline:
             try:
                 doc = await self._request(
                     "POST",
                     "/internal/v1/brokers/controlled-shutdown",
                     json={"broker_id": self.broker_id, "broker_epoch": self._broker_epoch},
-                    timeout_s=self.request_timeout_s,
+                    timeout_s=min(self.request_timeout_s, max(deadline - loop.time(), 0.1)),
                 )
             except (aiohttp.ClientError, ControlPlaneError, TimeoutError, ValueError) as e:
                 if isinstance(e, ControlPlaneError) and e.status == 404:
                     logger.info("the control plane has no controlled shutdown; stopping")
                     return
                 logger.warning("controlled shutdown: %s", e)
+                if isinstance(e, aiohttp.ClientConnectorError):
+                    # nothing listens there: no one can move leadership (the controller
+                    # fences this broker once its heartbeats stop); asking for 30 s more
+                    # only delays the stop
+                    refused_since = loop.time() if refused_since is None else refused_since
+                    if loop.time() - refused_since >= CONTROL_PLANE_GONE_S:
+                        logger.warning(
+                            "controlled shutdown: the control plane cannot be reached; "
+                            "stopping without moving leadership"
+                        )
+                        return
+                else:
+                    refused_since = None
             else:
                 led = int(doc.get("partitions_led", 0))
                 if led == 0:

@@ -231,3 +231,54 @@ def test_make_up_children_die_with_a_killed_runner_and_make_up_starts_again(tmp_
                     runner.wait(90)
                 except subprocess.TimeoutExpired:
                     runner.kill()
+
+
+def test_a_broker_stops_within_its_bound_with_clients_open_and_the_control_plane_gone(
+    control_plane,
+):
+    cp = control_plane
+    key = cp.tenant("lifetimes")["api_key"]
+    assert cp.api("POST", "topics/", {"name": "held", "partitions": 1}, key=key)[0] == 201
+    broker = cp.start_broker(1)
+    port = int(broker.url.rsplit(":", 1)[1])
+    auth = f"Authorization: Bearer {key}\r\n".encode()
+    base = "/sluice/v1/topics/held/partitions/0"
+
+    def known():
+        status, _ = http("GET", f"{broker.url}{base}/offsets", key=key)
+        return status == 200
+
+    wait_for("the broker to know the topic", known, timeout=30)
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+    held[0].sendall(  # a fetch long poll at the log end
+        f"GET {base}/batches?offset=0&max_wait_ms=30000 HTTP/1.1\r\nHost: x\r\n".encode()
+        + auth
+        + b"\r\n"
+    )
+    held[1].sendall(f"GET {base}/batches?offset=0 HTTP/1.1\r\nHost: x\r\n".encode())  # head
+    held[2].sendall(  # a body that never arrives
+        f"POST {base}/batches HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n".encode()
+        + b"Content-Type: application/vnd.kafka.recordbatch.v2\r\n"
+        + auth
+        + b"\r\nabc"
+    )
+    held[3].sendall(  # a live tail that never reads
+        b"GET /sluice/v1/ws/consume?topic=held HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+        b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        b"Sec-WebSocket-Version: 13\r\n"
+        + auth
+        + b"\r\n"
+    )
+    time.sleep(0.5)
+    cp.server.kill()  # the control plane is gone: no controlled shutdown can be asked for
+    started = time.monotonic()
+    broker.proc.send_signal(signal.SIGTERM)
+    try:
+        code = broker.proc.wait(BROKER_STOP_S + 10)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the broker still ran {BROKER_STOP_S + 10:g} s after SIGTERM")
+    took = time.monotonic() - started
+    for s in held:
+        s.close()
+    assert took < BROKER_STOP_S, f"stopped after {took:.1f} s\n{broker.output()[-3000:]}"
+    assert code == 0 and "stopped cleanly" in broker.output(), broker.output()[-3000:]
