@@ -36,6 +36,8 @@ FAULT_ENV = {
     "SLUICE_REPLICA_LAG_TIME_MAX_MS": "1500",
     "SLUICE_ACKS_ALL_TIMEOUT_MS": "4000",
     "SLUICE_REPLICA_FETCH_WAIT_MAX_MS": "200",
+    # followers re-verify sealed segments often (the corruption scenario's repair)
+    "SLUICE_SCRUB_INTERVAL_MS": "300",
 }
 SESSION_TIMEOUT_S = float(FAST_FAILOVER_ENV["SLUICE_BROKER_SESSION_TIMEOUT_S"])
 

@@ -29,28 +29,12 @@ def long_run() -> bool:
     return os.environ.get("SLUICE_FAULTS_LONG") == "1"
 
 
-@pytest.fixture(scope="module")
-def fault_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultCluster]:
-    """Control plane, controller and three brokers (default flush policy) shared by a
-    module's scenarios."""
-    with start_control_plane(tmp_path_factory.mktemp("faults"), FAULT_ENV) as cp:
-        yield FaultCluster(cp).start()
-
-
-# Links through Python proxies add latency under load: a 3 s session avoids fencing a
-# healthy broker; the scrubber checks sealed segments often (the corruption scenario).
-PROXIED_ENV = {
-    **FAULT_ENV,
-    "SLUICE_BROKER_SESSION_TIMEOUT_S": "3",
-    "SLUICE_SCRUB_INTERVAL_MS": "300",
-}
-
-
 @pytest.fixture(scope="session")
-def proxied_fault_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultCluster]:
-    """Control plane, controller and three brokers whose links each go through a proxy
-    (``FaultCluster(proxied=True)``), shared by the network and corruption scenarios."""
-    with start_control_plane(tmp_path_factory.mktemp("faults-net"), PROXIED_ENV) as cp:
+def fault_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultCluster]:
+    """Control plane, controller and three brokers (default flush policy, every link
+    through a proxy: ``FaultCluster(proxied=True)``) shared by every scenario: one
+    cluster's start-up instead of one per module."""
+    with start_control_plane(tmp_path_factory.mktemp("faults"), FAULT_ENV) as cp:
         cluster = FaultCluster(cp, proxied=True)
         try:
             yield cluster.start()
@@ -61,19 +45,9 @@ def proxied_fault_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 @pytest.fixture
-def proxied_cluster(proxied_fault_cluster: FaultCluster) -> Iterator[FaultCluster]:
-    """The proxied cluster, healed (every broker running, every link whole) around a
-    scenario."""
-    proxied_fault_cluster.heal()
-    try:
-        yield proxied_fault_cluster
-    finally:
-        proxied_fault_cluster.heal()
-
-
-@pytest.fixture
 def cluster(fault_cluster: FaultCluster) -> Iterator[FaultCluster]:
-    """The module's cluster, healed (every broker running) after each scenario."""
+    """The shared cluster, healed (every broker running, every link whole) around each
+    scenario."""
     fault_cluster.heal()
     try:
         yield fault_cluster
@@ -114,9 +88,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     scenarios = {}
-    try:  # a run of some scenarios keeps the others' last results (same length only)
+    try:  # a run of some scenarios keeps the others' last results (same length and columns)
         old = json.loads(RESULTS.read_text())
-        if old.get("long") == long_run():
+        if old.get("long") == long_run() and old.get("columns") == COLUMNS:
             scenarios.update(old.get("scenarios") or {})
     except (OSError, ValueError):
         pass

@@ -114,7 +114,9 @@ def fetch(url: str, api_key: str, topic: str, partition: int, offset: int):
 
 class LoadProducer:
     """Sends unique values (``<prefix>-<n>``, n in send order) at a steady rate from a thread
-    until ``stop``."""
+    until ``stop``. A small ``batch_size`` (one record a batch) makes the batches that queue
+    behind a partition's request in flight go out several to a request (up to the SDK's
+    five), so a failover meets multi-batch requests and their retries."""
 
     def __init__(
         self,
@@ -127,6 +129,7 @@ class LoadProducer:
         prefix: str = "v",
         request_timeout_ms: int = 3000,
         delivery_timeout_ms: int = 120_000,
+        batch_size: int = 16384,
     ) -> None:
         self.history = history
         self.topic = topic
@@ -138,6 +141,7 @@ class LoadProducer:
             acks="all",
             enable_idempotence=True,
             linger_ms=5,
+            batch_size=batch_size,
             request_timeout_ms=request_timeout_ms,
             delivery_timeout_ms=delivery_timeout_ms,
             retry_backoff_ms=50,

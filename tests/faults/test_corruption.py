@@ -2,7 +2,7 @@
 the follower scrubber while the load runs, then a preferred leader election onto the
 repaired replica and every acknowledged record read through it.
 
-One partition at RF 3, small segments, the scrubber every 300 ms (the proxied cluster's
+One partition at RF 3, small segments, the scrubber every 300 ms (the fault cluster's
 environment), the real controller. The preferred replica is stopped cleanly (leadership
 moves), one byte in the middle of an old batch of its oldest segment is flipped, it starts
 again as a follower: its scrubber finds the batch, truncates the log there and re-fetches.
@@ -22,7 +22,7 @@ from tests.faults.history import History
 from tests.faults.load import LoadProducer, Reader, drain, read_replicas
 from tests.integration.control_plane.conftest import wait_for
 
-PHASE_S = 3.0 if long_run() else 1.5
+PHASE_S = 3.0 if long_run() else 1.0
 RATE = 200.0 if long_run() else 100.0
 
 
@@ -50,8 +50,7 @@ def flip_middle_batch(directory: Path) -> tuple[str, int]:
     return seg.name, at
 
 
-def test_repaired_replica_becomes_leader(proxied_cluster: FaultCluster, report) -> None:
-    cluster = proxied_cluster
+def test_repaired_replica_becomes_leader(cluster: FaultCluster, report) -> None:
     topic = cluster.create_topic("scrubbed", 1, **{"segment.bytes": "8192"})
     history = History("bit-flip-repair-election")
     load = LoadProducer(

@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 import time
 
-from tests.faults.cluster import BROKER_IDS, FaultCluster, FaultTopic
-from tests.faults.conftest import PROXIED_ENV, long_run
+from tests.faults.cluster import BROKER_IDS, FAULT_ENV, FaultCluster, FaultTopic
+from tests.faults.conftest import long_run
 from tests.faults.history import History
 from tests.faults.load import LoadProducer, Reader, drain, read_replicas
 from tests.faults.test_failover import post
@@ -22,9 +22,9 @@ from tests.integration.control_plane.conftest import wait_for
 
 PHASE_S = 3.0 if long_run() else 1.0
 RATE = 200.0 if long_run() else 100.0
-LAG_S = int(PROXIED_ENV["SLUICE_REPLICA_LAG_TIME_MAX_MS"]) / 1000
-SESSION_S = float(PROXIED_ENV["SLUICE_BROKER_SESSION_TIMEOUT_S"])
-ACKS_TIMEOUT_S = int(PROXIED_ENV["SLUICE_ACKS_ALL_TIMEOUT_MS"]) / 1000
+LAG_S = int(FAULT_ENV["SLUICE_REPLICA_LAG_TIME_MAX_MS"]) / 1000
+SESSION_S = float(FAULT_ENV["SLUICE_BROKER_SESSION_TIMEOUT_S"])
+ACKS_TIMEOUT_S = int(FAULT_ENV["SLUICE_ACKS_ALL_TIMEOUT_MS"]) / 1000
 
 
 class StaleWriter:
@@ -106,14 +106,13 @@ class Run:
         return self.history.check()
 
 
-def test_leader_cut_from_the_controller_is_fenced(proxied_cluster: FaultCluster, report):
+def test_leader_cut_from_the_controller_is_fenced(cluster: FaultCluster, report):
     """Scenario 11: partition 0's leader loses its link to the control plane (heartbeats
     and metadata): the controller fences it when its session lapses and elects a new leader
     from the ISR. The isolated leader, which cannot hear of it, must stop acknowledging
     acks=all writes once the new leader has taken over (the new leader no longer fetches
     from it, and it cannot shrink the ISR without the controller); after the cut heals it
     follows, and nothing it acknowledged is lost."""
-    cluster = proxied_cluster
     run = Run(cluster, "net-controller-cut")
     time.sleep(PHASE_S)
     leader = cluster.wait_leader(run.topic)
@@ -123,7 +122,9 @@ def test_leader_cut_from_the_controller_is_fenced(proxied_cluster: FaultCluster,
     cluster.control[leader].set_cut(True)
     new = cluster.wait_leader(run.topic, not_in=(leader,), timeout=SESSION_S + 30)
     elected_at = time.monotonic()
-    time.sleep(ACKS_TIMEOUT_S + PHASE_S)
+    # the write in flight at the election is answered within the acks=all timeout; the
+    # next one is sent more than a second after it
+    time.sleep(ACKS_TIMEOUT_S + 1.5)
     writer.stop()
     verdict = run.finish()
     writer.join()
@@ -144,18 +145,18 @@ def test_leader_cut_from_the_controller_is_fenced(proxied_cluster: FaultCluster,
     )
 
 
-def test_isolated_leader_stops_acknowledging(proxied_cluster: FaultCluster, report):
+def test_isolated_leader_stops_acknowledging(cluster: FaultCluster, report):
     """Scenario 12: partition 0's leader's advertised link (its followers' and clients'
     way in) is cut, then black-holed (requests arrive, answers vanish), then slowed. It
     still reaches the controller, so it stays leader and shrinks the ISR below min ISR:
     writes sent to it once its followers are cut off are never acknowledged, and
-    acknowledgements resume after healing."""
-    cluster = proxied_cluster
+    acknowledgements resume after healing. Shortened, only the black hole (the subtler:
+    connections stay open)."""
     run = Run(cluster, "net-isolated-leader")
     leader = cluster.wait_leader(run.topic)
     link = cluster.net[leader]
     late: dict[str, int] = {}
-    for fault in ("cut", "blackhole"):
+    for fault in ("cut", "blackhole") if long_run() else ("blackhole",):
         time.sleep(PHASE_S)
         writer = StaleWriter(cluster, run.history, run.topic, leader, fault).start()
         run.history.fault(f"{fault} of broker {leader}'s link")
@@ -181,16 +182,15 @@ def test_isolated_leader_stops_acknowledging(proxied_cluster: FaultCluster, repo
     time.sleep(PHASE_S + 1)
     slow_acks = len(run.history.acks_between(slow_start, time.monotonic()))
     verdict = run.finish()
-    assert late == {"cut": 0, "blackhole": 0}, f"acknowledged while isolated: {late}"
+    assert late and not any(late.values()), f"acknowledged while isolated: {late}"
     assert slow_acks > 0
     report(verdict, acks_while_isolated=late, acks_over_slow_links=slow_acks)
 
 
-def test_dropped_answers_cause_retries_not_duplicates(proxied_cluster: FaultCluster, report):
+def test_dropped_answers_cause_retries_not_duplicates(cluster: FaultCluster, report):
     """Scenario 13: a fifth of every broker's answers (to clients and to followers) are
     lost on the way back, so producers retry batches the leader already has and followers
     re-fetch: zero duplicates, nothing lost, every write answered."""
-    cluster = proxied_cluster
     run = Run(cluster, "net-dropped-answers")
     run.history.fault("a fifth of the answers dropped")
     for b in BROKER_IDS:
