@@ -134,6 +134,9 @@ class AlterPartitionApi(InternalAPIView):
         leader_epoch = serializers.IntegerField(min_value=-1)
         partition_epoch = serializers.IntegerField(min_value=-1)
         new_isr = serializers.ListField(child=serializers.DictField(), max_length=1000)
+        below_high_watermark = serializers.ListField(
+            child=serializers.IntegerField(**BROKER_ID), max_length=1000, required=False
+        )
 
     def post(self, request):
         data = validate_input(self.InputSerializer, request.data)
@@ -146,6 +149,7 @@ class AlterPartitionApi(InternalAPIView):
             leader_epoch=data["leader_epoch"],
             partition_epoch=data["partition_epoch"],
             new_isr=[(m["broker_id"], m["broker_epoch"]) for m in members],
+            below_high_watermark=data.get("below_high_watermark", []),
         )
         reg = outcome.registration
         return Response(

@@ -73,6 +73,7 @@ def alter_partition(
     leader_epoch: int,
     partition_epoch: int,
     new_isr: list[tuple[int, int]],
+    below_high_watermark: list[int] | None = None,
 ) -> AlterPartitionOutcome:
     """A leader's ISR change (KRaft's AlterPartition), decided by ``core.alter_partition``;
     on success the new topic record is in the metadata log when this returns."""
@@ -85,6 +86,7 @@ def alter_partition(
         leader_epoch=leader_epoch,
         partition_epoch=partition_epoch,
         new_isr=tuple((int(b), int(e)) for b, e in new_isr),
+        below_high_watermark=tuple(int(b) for b in below_high_watermark or ()),
     )
     result = core.alter_partition(
         reg, request, partitions.broker_view(), min_isr=partitions.min_isr(a.topic)

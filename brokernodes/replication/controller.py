@@ -105,15 +105,20 @@ def _sorted_like(members: Iterable[int], replicas: tuple[int, ...]) -> tuple[int
 
 
 def _shrink_isr(
-    reg: PartitionRegistration, new_isr: Iterable[int], min_isr: int
+    reg: PartitionRegistration,
+    new_isr: Iterable[int],
+    min_isr: int,
+    below_high_watermark: Iterable[int] = (),
 ) -> PartitionRegistration:
     """Apply a new ISR with KIP-966's ELR rule: members leaving while the ISR ends below
-    ``min_isr`` become eligible leader replicas; an ISR back at ``min_isr`` clears the ELR."""
+    ``min_isr`` become eligible leader replicas; an ISR back at ``min_isr`` clears the ELR.
+    A member the leader saw below the HW misses committed records and never enters the ELR
+    (KIP-966's rule assumes a member leaving the ISR holds everything up to the HW)."""
     isr = _sorted_like(new_isr, reg.replicas)
     if len(isr) >= min_isr:
         elr: tuple[int, ...] = ()
     else:
-        removed = [r for r in reg.isr if r not in isr]
+        removed = [r for r in reg.isr if r not in isr and r not in set(below_high_watermark)]
         elr = _sorted_like((set(reg.elr) | set(removed)) - set(isr), reg.replicas)
     return replace(reg, isr=isr, elr=elr)
 
@@ -365,7 +370,7 @@ def alter_partition(
         current = brokers.broker_epochs.get(broker, UNKNOWN_BROKER_EPOCH)
         if broker_epoch != UNKNOWN_BROKER_EPOCH and broker_epoch != current:
             return AlterPartitionResult(errors.INELIGIBLE_REPLICA, reg)
-    new = _shrink_isr(reg, new_isr, min_isr)
+    new = _shrink_isr(reg, new_isr, min_isr, request.below_high_watermark)
     # a working leader's ISR holds every committed record: no recovery list is needed
     new = replace(new, elr=tuple(r for r in new.elr if r not in new.isr), last_known_elr=())
     new = _bump(new)

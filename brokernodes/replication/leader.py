@@ -66,12 +66,15 @@ class AlterPartitionRequest:
 
     ``new_isr`` lists ``(broker_id, broker_epoch)``; the controller rejects it if the leader
     or partition epoch is stale or a member is fenced, shutting down or has restarted.
+    ``below_high_watermark`` names members dropped because they fetched below the HW: they
+    miss committed records, so the controller never makes them eligible leaders (ELR).
     """
 
     leader_id: int
     leader_epoch: int
     partition_epoch: int
     new_isr: tuple[tuple[int, int], ...]
+    below_high_watermark: tuple[int, ...] = ()
 
     @property
     def isr(self) -> tuple[int, ...]:
@@ -267,7 +270,11 @@ class LeaderState:
             # An ISR member fetching below the HW no longer holds committed records (its
             # log was repaired or lost its tail): out of the ISR at once, not after the lag
             # time, so no election picks it before it has fetched them again.
-            proposal = None if self.pending is not None else self._propose(self.isr - {replica_id})
+            proposal = (
+                None
+                if self.pending is not None
+                else self._propose(self.isr - {replica_id}, below_hw=(replica_id,))
+            )
             return FetchUpdate(False, proposal)
         proposal = self._maybe_expand_isr(p)
         return FetchUpdate(self.maybe_advance_high_watermark(), proposal)
@@ -298,7 +305,7 @@ class LeaderState:
             if (
                 p is None
                 or r in self.ineligible
-                or UNKNOWN_OFFSET < p.log_end_offset < self.high_watermark
+                or self._below_high_watermark(r)
                 or (
                     p.log_end_offset != self.log_end_offset
                     and now_ms - p.last_caught_up_time_ms > self.replica_lag_time_max_ms
@@ -315,15 +322,22 @@ class LeaderState:
         out = self.out_of_sync_replicas(now_ms)
         if not out:
             return None
-        return self._propose(self.isr - out)
+        below = tuple(sorted(r for r in out if self._below_high_watermark(r)))
+        return self._propose(self.isr - out, below_hw=below)
 
-    def _propose(self, isr: frozenset[int]) -> AlterPartitionRequest:
+    def _below_high_watermark(self, replica_id: int) -> bool:
+        p = self._progress.get(replica_id)
+        return p is not None and UNKNOWN_OFFSET < p.log_end_offset < self.high_watermark
+
+    def _propose(
+        self, isr: frozenset[int], *, below_hw: tuple[int, ...] = ()
+    ) -> AlterPartitionRequest:
         members = tuple(
             (r, UNKNOWN_BROKER_EPOCH if r == self.broker_id else self._progress[r].broker_epoch)
             for r in sorted(isr)
         )
         self.pending = AlterPartitionRequest(
-            self.broker_id, self.leader_epoch, self.partition_epoch, members
+            self.broker_id, self.leader_epoch, self.partition_epoch, members, below_hw
         )
         return self.pending
 

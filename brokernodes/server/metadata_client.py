@@ -345,6 +345,8 @@ class ControlPlaneMetadataSource(MetadataSource):
                 for b, e in request.new_isr
             ],
         }
+        if request.below_high_watermark:
+            body["below_high_watermark"] = list(request.below_high_watermark)
         try:
             doc = await self._request(
                 "POST",

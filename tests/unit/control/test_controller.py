@@ -277,6 +277,23 @@ def test_alter_partition_shrinks_and_expands_the_isr(cluster):
     assert r.json()["error_code"] == "NONE" and sorted(r.json()["isr"]) == [1, 2, 3]
 
 
+def test_alter_partition_keeps_a_member_below_the_hw_out_of_the_elr(cluster):
+    """A leader dropping a member it saw fetch below the HW says so; under min ISR the
+    member does not become an eligible leader replica (it misses committed records)."""
+    _world, topic, epochs = cluster
+    a = row(topic)
+    follower = next(b for b in a.isr if b != a.leader)
+    last = next(b for b in a.isr if b not in (a.leader, follower))
+    assert alter(topic, epochs, isr=[a.leader, follower]).json()["error_code"] == "NONE"
+    r = alter(topic, epochs, isr=[a.leader], below_high_watermark=[follower])
+    assert r.json()["error_code"] == "NONE", r.json()
+    assert r.json()["isr"] == [a.leader] and follower not in r.json()["elr"]
+    assert follower not in row(topic).elr
+    r = alter(topic, epochs, isr=[a.leader], below_high_watermark=["x"])
+    assert r.status_code == 400 and r.json()["error_code"] == "INVALID_REQUEST"
+    assert last not in row(topic).isr
+
+
 def test_alter_partition_errors(cluster):
     _world, topic, epochs = cluster
     a = row(topic)

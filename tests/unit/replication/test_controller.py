@@ -91,6 +91,19 @@ def test_isr_back_at_min_clears_elr():
     assert res.registration.isr == (0, 2) and res.registration.elr == ()
 
 
+def test_a_member_dropped_below_the_hw_never_enters_the_elr():
+    """The leader saw replica 1 fetch below the HW (its log was repaired): dropping it puts
+    the ISR under min ISR, yet it misses committed records, so it is no eligible leader."""
+    r = reg(isr=(0, 1))
+    below = AlterPartitionRequest(0, 3, 8, ((0, 10),), below_high_watermark=(1,))
+    res = ctl.alter_partition(r, below, view(0, 1, 2), min_isr=2)
+    assert res.error == errors.NONE
+    assert res.registration.isr == (0,) and res.registration.elr == ()
+    # the same drop for lag alone keeps KIP-966's rule: the member holds everything to the HW
+    res = ctl.alter_partition(r, req((0,)), view(0, 1, 2), min_isr=2)
+    assert res.registration.elr == (1,)
+
+
 def test_unclean_restart_of_leader_takes_leadership_away():
     r = ctl.unclean_restart(reg(), 0)
     assert r.leader == ctl.NO_LEADER and r.isr == (1, 2) and r.leader_epoch == 4

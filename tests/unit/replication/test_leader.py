@@ -289,7 +289,9 @@ def test_isr_member_fetching_below_the_hw_leaves_the_isr_at_once():
     assert ls.high_watermark == 10
     update = ls.update_follower_fetch(2, 4, 2)  # well within the lag time
     assert update.alter_partition is not None and update.alter_partition.isr == (0, 1)
+    assert update.alter_partition.below_high_watermark == (2,)  # never an ELR member
     assert not update.high_watermark_changed
     assert ls.out_of_sync_replicas(2) == frozenset({2})
     ls.pending = None  # the change was refused: the expiration pass proposes it again
-    assert ls.maybe_shrink_isr(3).isr == (0, 1)
+    again = ls.maybe_shrink_isr(3)
+    assert again.isr == (0, 1) and again.below_high_watermark == (2,)
