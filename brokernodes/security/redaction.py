@@ -7,7 +7,8 @@ filter runs on every handler (``install``) and rewrites the message, its argumen
 traceback text. It redacts:
 
 - Sluice API keys ``slk_<key_id>.<secret>`` (also with ``%2E`` for the dot): the secret goes,
-  the key id stays (it is not secret and tells which key was used);
+  the key id stays (it is not secret and tells which key was used); a secret on its own (43
+  base64url characters with both cases and a digit) goes too;
 - the credential after ``Bearer`` or ``Basic`` (any key format, e.g. a static metadata key);
 - the value of an ``Authorization``, ``Proxy-Authorization``, ``Cookie`` or ``Set-Cookie``
   header, as a header line, a dict item or a (name, value) pair;
@@ -25,6 +26,22 @@ import re
 MASK = "[REDACTED]"
 
 _API_KEY = re.compile(r"\b(slk_[A-Za-z0-9_-]{1,64})(?:\.|%2[eE])[A-Za-z0-9_-]+")
+# a key's secret on its own (43 base64url characters, as backend.keys.tokens makes them),
+# e.g. split from its id: upper and lower case letters and a digit, which random secrets have
+# and ordinary 43-character names rarely do
+_BARE_SECRET = re.compile(r"(?<![A-Za-z0-9_\-\[])[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])")
+
+
+def _mask_secret_like(match: re.Match) -> str:
+    run = match.group(0)
+    mixed = (
+        any(c.isupper() for c in run)
+        and any(c.islower() for c in run)
+        and any(c.isdigit() for c in run)
+    )
+    return MASK if mixed else run
+
+
 _SCHEME = re.compile(
     r"(?i)\b(bearer|basic)(\s+|%20|\+)(?!slk_[A-Za-z0-9_-]{1,64}\.\[REDACTED\])[^\s\"'<>,;]+"
 )
@@ -61,8 +78,9 @@ def redact(text: str) -> str:
     """``text`` with every credential it holds replaced by ``[REDACTED]``."""
     lowered = text.lower()
     if not any(t in lowered for t in _TRIGGERS):
-        return text
+        return _BARE_SECRET.sub(_mask_secret_like, text) if len(text) >= 43 else text
     text = _API_KEY.sub(rf"\1.{MASK}", text)
+    text = _BARE_SECRET.sub(_mask_secret_like, text)
     text = _SCHEME.sub(rf"\1\2{MASK}", text)
     text = _HEADER.sub(rf"\1\2{MASK}", text)
     return _FIELD.sub(rf"\1\2{MASK}", text)

@@ -12,7 +12,7 @@ import pytest
 from brokernodes.security.redaction import FILTER, RedactSecretsFilter, install, redact
 
 KEY_ID = "AbCdEfGhIjKlMnOp"
-SECRET = "s3cr3t-Zz_0123456789abcdefghijklmnopqrstuvw"
+SECRET = "s3cr3t-Zz_0123456789abcdefghijklmnopqrstuvwx"
 KEY = f"slk_{KEY_ID}.{SECRET}"
 STATIC = "sk_test.static-secret-value"
 
@@ -102,3 +102,19 @@ def test_install_covers_the_root_and_non_propagating_handlers():
         own.removeHandler(own_handler)
     assert SECRET not in root_stream.getvalue() and f"slk_{KEY_ID}" in root_stream.getvalue()
     assert "static-secret" not in own_stream.getvalue()
+
+
+def test_a_secret_on_its_own_is_redacted_but_ordinary_tokens_are_not():
+    assert redact(f"secret {SECRET[:43]} seen") == "secret [REDACTED] seen"
+    sha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    for text in (sha256, "a" * 43, "orders-2024-01-01-eu-west-1-clickstream-raw"):
+        assert redact(text) == text
+
+
+def test_redaction_stays_linear_on_hostile_lines():
+    import time
+
+    for line in ("A1b" * 300_000, "bearer " * 100_000, "authorization: " * 50_000):
+        started = time.perf_counter()
+        redact(line)
+        assert time.perf_counter() - started < 2.0
