@@ -47,11 +47,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import offline_report
 import portcheck
 import process_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 60.0
+REPORT_AFTER_S = 10.0  # a wait this long says why (offline partitions), then every
+REPORT_EVERY_S = 15.0  # this long when the reason changed
 STOP_TIMEOUT_S = 15.0
 # a broker's clean stop is a controlled shutdown (leadership moves away), then draining
 # in-flight requests (at most its --shutdown timeout), then flushing: give it longer
@@ -193,16 +196,46 @@ class Runner:
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"null")
 
-    def wait_until(self, what: str, check, timeout: float = READY_TIMEOUT_S):
-        deadline = time.monotonic() + timeout
+    def wait_until(self, what: str, check, timeout: float | None = None, explain=None) -> object:
+        """Until ``check()`` is truthy, at most ``timeout`` (``--ready-timeout``). While it
+        is not, ``explain()`` (if given) says why every ``REPORT_EVERY_S``, when that
+        changes, and in the timeout's message."""
+        timeout = self.args.ready_timeout if timeout is None else timeout
+        started = time.monotonic()
+        deadline = started + timeout
+        next_report, said = started + REPORT_AFTER_S, None
         while time.monotonic() < deadline:
             self.check_children()
             with contextlib.suppress(OSError, ValueError):
                 result = check()
                 if result:
                     return result
+            if explain is not None and time.monotonic() >= next_report:
+                text = self.explained(explain)
+                if text and text != said:
+                    self.say(f"Still waiting for {what} after {time.monotonic() - started:.0f} s.")
+                    self.say(text)
+                said, next_report = text or said, time.monotonic() + REPORT_EVERY_S
             time.sleep(0.2)
-        raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
+        detail = self.explained(explain) if explain is not None else None
+        raise SystemExit(
+            f"timed out after {timeout:.0f} s waiting for {what}"
+            + (f"\n{detail}" if detail else "")
+        )
+
+    @staticmethod
+    def explained(explain) -> str | None:
+        try:
+            return explain()
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            return f"(could not ask the control plane why: {e})"
+
+    def offline_partitions(self) -> str | None:
+        """Which partitions are offline and why (infra/offline_report.py), the demo
+        topic's first."""
+        parts, controller = offline_report.fetch(self.cp_url, self.env["SLUICE_CLUSTER_SECRET"])
+        logs = str(self.var / "logs")
+        return offline_report.describe(parts, controller, logs, topic=self.args.topic)
 
     def check_children(self) -> None:
         for name, proc in self.procs:
@@ -295,10 +328,12 @@ class Runner:
                     return meta["cluster_id"], urls.get(lead)
             return None
 
-        cluster_id, leader_url = self.wait_until(f"topic {a.topic!r} on the brokers", leader)
+        cluster_id, leader_url = self.wait_until(
+            f"topic {a.topic!r} on the brokers", leader, explain=self.offline_partitions
+        )
         # the leader itself must know the topic before the printed lines work
         self.wait_until(
-            "the leader's metadata",
+            f"{a.topic}-0's leader {leader_url} to serve it",
             lambda: (
                 self.http(
                     "GET",
@@ -307,6 +342,7 @@ class Runner:
                 )[0]
                 == 200
             ),
+            explain=self.offline_partitions,
         )
         body = json.dumps({"partition_id": 0, "value": {"type": "STRING", "data": "hello, sluice"}})
         produce = (
@@ -333,6 +369,7 @@ class Runner:
             "curl_consume": consume,
             "pids": {name: p.pid for name, p in self.procs},
             "runner_pid": os.getpid(),
+            "guard_pid": self.guard.pid if self.guard else None,
         }
         self.say()
         self.say("Sluice is up.")
@@ -421,6 +458,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--topic", default="demo-events")
     p.add_argument("--partitions", type=int, default=3)
     p.add_argument("--state-file", default=None, help="write a JSON status file once ready")
+    p.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=READY_TIMEOUT_S,
+        help="seconds to wait for each process and the demo topic to be ready",
+    )
     p.add_argument("--python", default=sys.executable)
     p.add_argument(
         "--no-console-build",

@@ -157,7 +157,9 @@ def test_the_control_plane_stops_within_its_bound_whatever_brokers_do(tmp_path):
         cp.server.kill()
 
 
-def start_runner(tmp_path, cp_port: int, broker_ports: str, name: str) -> subprocess.Popen:
+def start_runner(
+    tmp_path, cp_port: int, broker_ports: str, name: str, extra: list[str] | None = None
+) -> subprocess.Popen:
     """``infra/run_local.py`` (``make up``) on the given ports, data under tmp_path/var."""
     env = {
         k: v
@@ -179,6 +181,7 @@ def start_runner(tmp_path, cp_port: int, broker_ports: str, name: str) -> subpro
                 "--state-file",
                 str(tmp_path / f"{name}.json"),
                 "--no-console-build",
+                *(extra or []),
             ],
             cwd=ROOT,
             env={**env, "PYTHONUNBUFFERED": "1"},
@@ -265,9 +268,7 @@ def test_a_broker_stops_within_its_bound_with_clients_open_and_the_control_plane
     held[3].sendall(  # a live tail that never reads
         b"GET /sluice/v1/ws/consume?topic=held HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
         b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-        b"Sec-WebSocket-Version: 13\r\n"
-        + auth
-        + b"\r\n"
+        b"Sec-WebSocket-Version: 13\r\n" + auth + b"\r\n"
     )
     time.sleep(0.5)
     cp.server.kill()  # the control plane is gone: no controlled shutdown can be asked for
@@ -282,3 +283,44 @@ def test_a_broker_stops_within_its_bound_with_clients_open_and_the_control_plane
         s.close()
     assert took < BROKER_STOP_S, f"stopped after {took:.1f} s\n{broker.output()[-3000:]}"
     assert code == 0 and "stopped cleanly" in broker.output(), broker.output()[-3000:]
+
+
+def test_make_up_says_which_partitions_are_offline_and_why(tmp_path):
+    """A whole-cluster crash (runner, guard and every child killed), then `make up` with one
+    broker short: the partitions waiting for it are reported, with the reason, while the
+    runner waits and in its timeout's message."""
+    cp_port = free_port()
+    ports = [free_port() for _ in range(3)]
+    first = start_runner(tmp_path, cp_port, ",".join(map(str, ports)), "first")
+    second = None
+    try:
+        state = wait_up(tmp_path, first, "first")
+        os.kill(state["guard_pid"], signal.SIGKILL)
+        first.kill()
+        first.wait(5)
+        for pid in state["pids"].values():
+            os.kill(pid, signal.SIGKILL)
+        assert not wait_gone(list(state["pids"].values()), 10)
+        second = start_runner(
+            tmp_path,
+            cp_port,
+            ",".join(map(str, ports[:2])),
+            "second",
+            extra=["--brokers", "2", "--ready-timeout", "25"],
+        )
+        assert second.wait(120) == 1
+        printed = (tmp_path / "second.log").read_text()
+        # waiting for the topic's leader (or, when broker 1's metadata still names the old
+        # leader, for that leader to serve it)
+        assert "Still waiting for " in printed, printed[-4000:]
+        assert "timed out after 25 s waiting for " in printed
+        assert "partition(s) offline" in printed and "demo-events-0: leader -1" in printed
+        assert "broker 3" in printed and "why:" in printed and "What to do:" in printed
+    finally:
+        for runner in (first, second):
+            if runner is not None and runner.poll() is None:
+                runner.send_signal(signal.SIGINT)
+                try:
+                    runner.wait(90)
+                except subprocess.TimeoutExpired:
+                    runner.kill()
