@@ -12,7 +12,8 @@ any object, and refuses the batch with:
   deltas other than 0, 1, 2, ... (what every producer writes);
 - ``INVALID_TIMESTAMP`` when a timestamp lies more than ``message.timestamp.before.max.ms``
   before or ``message.timestamp.after.max.ms`` after the broker's clock (KIP-937);
-- ``INVALID_RECORD`` when a compacted topic gets a record without a key;
+- ``INVALID_RECORD`` when a compacted topic gets a record without a key, or a client sends a
+  control batch (Kafka's validator refuses those too);
 - ``MESSAGE_TOO_LARGE`` when a compressed records section inflates past the limit
   (``compression.decompress``, the one place that inflates).
 """
@@ -52,6 +53,11 @@ def validate_records(
     path stays at one varint chain per batch and the CRC already vouches for the bytes.
     ``buf`` is a ``bytes`` or ``bytearray`` (indexing a memoryview is slower).
     """
+    if header.is_control:
+        raise InvalidRecordError(
+            f"the batch at byte {header.position} is a control batch (attributes bit 5): "
+            f"transaction markers are written by the broker, never produced"
+        )
     start = header.position + HEADER_SIZE
     stop = header.position + header.size
     if header.compression != Compression.NONE:

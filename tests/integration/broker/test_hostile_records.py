@@ -162,7 +162,7 @@ def test_bombs_to_a_compacted_topic_are_refused_and_nobody_stalls(broker):
     assert produce_binary(b, "compacted", 0, fair)[0] == 200
 
 
-def test_garbage_records_behind_a_valid_crc_are_corrupt_and_not_stored(module_broker):
+def test_garbage_records_behind_a_valid_crc_are_refused_and_not_stored(module_broker):
     b = module_broker
     end = high_watermark(b, "events")
     good = encode_batch([Record(int(time.time() * 1000), b"k", b"value")])
@@ -182,6 +182,9 @@ def test_garbage_records_behind_a_valid_crc_are_corrupt_and_not_stored(module_br
         assert status == 400, (name, err)
         assert err["error_code"] == "CORRUPT_MESSAGE", (name, err)
         assert "nothing was appended" in err["message"], name
+    control = encode_batch([Record(int(time.time() * 1000), bytes(4), bytes(6))], is_control=True)
+    status, err = produce_binary(b, "events", 0, control)
+    assert (status, err.get("error_code")) == (400, "INVALID_RECORD"), err
     assert high_watermark(b, "events") == end
     assert produce_binary(b, "events", 0, good)[0] == 200
 

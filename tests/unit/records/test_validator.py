@@ -185,3 +185,11 @@ def test_a_compressed_bomb_is_refused_before_the_walk():
     assert len(buf) < 4096
     with pytest.raises(MessageTooLargeError):
         check(buf)
+
+
+def test_clients_may_not_write_control_batches():
+    buf = encode_batch(
+        [Record(NOW, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00")], is_control=True
+    )
+    with pytest.raises(InvalidRecordError, match="control batch"):
+        check(buf)
