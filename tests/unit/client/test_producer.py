@@ -539,7 +539,7 @@ def test_each_batch_is_acknowledged_from_its_own_outcome():
     """A retried [b1, b2] whose b1 the broker found in the log: b1 from its original
     offsets, b2 from where it was appended; before, both were acknowledged from the
     answer's base offset although b2 was never stored."""
-    from brokernodes.client.producer import _batch_starts
+    from brokernodes.client.sender import _batch_starts
 
     two = _batches(2, 1)
     per_batch = {
