@@ -174,11 +174,14 @@ LOGGING_CONFIG = "backend.core.logging.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact_secrets": {"()": "brokernodes.security.redaction.RedactSecretsFilter"}},
+    "filters": {
+        "client_errors": {"()": "backend.core.logging.ClientErrorLogFilter"},
+        "redact_secrets": {"()": "brokernodes.security.redaction.RedactSecretsFilter"},
+    },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "filters": ["redact_secrets"],
+            "filters": ["client_errors", "redact_secrets"],
         }
     },
     "root": {"handlers": ["console"], "level": os.environ.get("SLUICE_LOG_LEVEL", "INFO")},

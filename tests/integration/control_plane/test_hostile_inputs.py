@@ -352,3 +352,14 @@ def test_daphne_refuses_large_bodies_before_reading_them(cp, tenant):
         assert answer.startswith(b"HTTP/1.1 404") and b'"NOT_FOUND"' in answer, answer[:300]
     finally:
         daphne.stop()
+
+
+def test_bad_host_headers_log_no_tracebacks(cp):
+    before = len(cp.server.log.read_text(errors="replace"))
+    for i in range(30):
+        answer = raw(cp.url, b"GET /api/v1/topics/ HTTP/1.1\r\nHost: evil-%d.example\r\n\r\n" % i)
+        assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    time.sleep(0.5)
+    text = cp.server.log.read_text(errors="replace")[before:]
+    assert "Traceback" not in text
+    assert len([ln for ln in text.splitlines() if "Invalid HTTP_HOST" in ln]) <= 10, text[-2000:]
