@@ -297,11 +297,12 @@ def decode_batch(
     """Validate the batch at ``pos`` (length, magic, CRC) and decode all its records.
 
     ``max_records_bytes`` bounds the decompressed records section, so a small compressed
-    batch cannot expand without limit. Each record is a ``record_type`` built from
-    ``record_prefix + (offset, timestamp, key, value, headers)``: a NamedTuple with leading
-    fields of its own (a consumer's topic and partition) is made directly, without a
-    ``DecodedRecord`` to copy it from. Raises ``CorruptRecordError`` for malformed bytes,
-    ``InvalidRecordError`` when the record count disagrees with the records present,
+    batch cannot expand without limit (None: ``compression.DEFAULT_MAX_INFLATED_BYTES``).
+    Each record is a ``record_type`` built from ``record_prefix + (offset, timestamp, key,
+    value, headers)``: a NamedTuple with leading fields of its own (a consumer's topic and
+    partition) is made directly, without a ``DecodedRecord`` to copy it from. Raises
+    ``CorruptRecordError`` for malformed bytes, ``InvalidRecordError`` when the record count
+    disagrees with the records present,
     ``UnsupportedCompressionError`` and ``MessageTooLargeError`` as their names say.
     """
     header = validate_batch(buf, pos, max_batch_bytes=max_batch_bytes, verify_crc=verify_crc)
