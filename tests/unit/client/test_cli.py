@@ -8,12 +8,12 @@ import pytest
 
 from brokernodes.cli import (
     UsageError,
-    _producer_config,
     build_parser,
     describe_error,
     format_record,
     parse_timestamp,
 )
+from brokernodes.cli_common import producer_config
 from brokernodes.client.consumer import ConsumerRecord
 from brokernodes.errors import BrokerConnectionError, BrokerError
 
@@ -76,7 +76,7 @@ def test_parser_reads_connection_settings_from_the_environment(monkeypatch):
 def test_websocket_produce_with_acks_zero_is_a_usage_error():
     args = build_parser().parse_args(["produce", "t", "--acks", "0", "--produce-mode", "websocket"])
     with pytest.raises(UsageError, match="--acks 1 or all"):
-        _producer_config(args)
+        producer_config(args)
 
 
 def test_help_mentions_that_topic_creation_comes_with_the_control_plane(capsys):
