@@ -15,7 +15,10 @@ in the middle of a request is closed once that request is answered.
 The caps are kept below the process's ``RLIMIT_NOFILE`` (``raise_nofile_limit`` lifts the
 soft limit to the hard one at start): a quarter of it (at least 256) is left for partition
 logs, segment slices and outgoing connections, and unauthenticated connections may hold
-half of the rest.
+half of the rest. By default the total is also bounded by memory: the fast front buffers up
+to ``PENDING_BYTES_PER_CONNECTION`` of a request before it can be authorized, and all
+unauthenticated connections together may hold at most ``UNAUTHENTICATED_MEMORY_BUDGET`` so
+(a configured cap may go past the memory bound, never past the file-descriptor one).
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ logger = logging.getLogger("sluice.broker.connections")
 RETRY_AFTER_S = 1
 EVICTION_LOG_INTERVAL_S = 10.0
 MIN_RESERVED_FDS = 256
+# what the fast front may buffer for one request before it runs (fast_http.MAX_FAST_BODY +
+# MAX_HEAD): a body is whole before its handler authorizes it
+PENDING_BYTES_PER_CONNECTION = 1024 * 1024 + 16 * 1024
+UNAUTHENTICATED_MEMORY_BUDGET = 2 * 1024**3
 DEFAULT_NOFILE_TARGET = 65536  # when the hard limit is unlimited
 
 
@@ -66,7 +73,11 @@ def unauthenticated_caps(nofile: int) -> tuple[int, int]:
     """(total, per client address) unauthenticated connections for an open-file limit."""
     reserved = max(MIN_RESERVED_FDS, nofile // 4)
     total = max(16, (nofile - reserved) // 2)
-    return total, max(8, total // 4)
+    return total, _per_ip(total)
+
+
+def _per_ip(total: int) -> int:
+    return max(8, total // 4)
 
 
 def limits_for(
@@ -78,11 +89,13 @@ def limits_for(
     max_unauthenticated: int = 0,
     max_unauthenticated_per_ip: int = 0,
 ) -> ConnectionLimits:
-    """The limits for this process: configured caps (0: derived) never above the derived
-    ones, so that unauthenticated sockets can never take the last file descriptors."""
-    total, per_ip = unauthenticated_caps(nofile)
-    total = min(total, max_unauthenticated or total)
-    per_ip = min(total, max_unauthenticated_per_ip or per_ip)
+    """The limits for this process: the caps derived from the open-file limit and the memory
+    budget, or configured ones (0: derived), never above the file-descriptor bound, so that
+    unauthenticated sockets can never take the last file descriptors."""
+    fd_total, _ = unauthenticated_caps(nofile)
+    by_memory = UNAUTHENTICATED_MEMORY_BUDGET // PENDING_BYTES_PER_CONNECTION
+    total = min(fd_total, max_unauthenticated or by_memory)
+    per_ip = min(total, max_unauthenticated_per_ip or _per_ip(total))
     return ConnectionLimits(
         request_head_timeout_s=request_head_timeout_s,
         body_timeout_s=body_timeout_s,

@@ -17,13 +17,15 @@ from brokernodes.errors import InvalidRequestError
 from brokernodes.security.quotas import ClientQuotas, QuotaManager
 from brokernodes.server.auth import Principal
 from brokernodes.server.connection_limits import (
+    PENDING_BYTES_PER_CONNECTION,
+    UNAUTHENTICATED_MEMORY_BUDGET,
     ConnectionLimits,
     UnauthenticatedConnections,
     limits_for,
     unauthenticated_caps,
 )
 from brokernodes.server.connections import ConnectionQuotas
-from brokernodes.server.fast_http import FastRoutes, FastServer
+from brokernodes.server.fast_http import MAX_FAST_BODY, MAX_HEAD, FastRoutes, FastServer
 from brokernodes.server.http_handler import MalformedRequestLog
 from brokernodes.server.params import int_param, partition_param
 from brokernodes.server.throttle import DataPlaneQuotaExceededError
@@ -127,6 +129,19 @@ def test_caps_stay_below_the_open_file_limit():
         max_unauthenticated_per_ip=50,
     )
     assert (limits.max_unauthenticated, limits.max_unauthenticated_per_ip) == (384, 50)
+
+
+def test_by_default_the_total_is_also_bounded_by_what_pending_requests_may_buffer():
+    assert PENDING_BYTES_PER_CONNECTION == MAX_FAST_BODY + MAX_HEAD
+    timeouts = {"request_head_timeout_s": 1, "body_timeout_s": 2, "idle_timeout_s": 3}
+    limits = limits_for(1_048_576, **timeouts)
+    assert limits.max_unauthenticated == 2016 and limits.max_unauthenticated_per_ip == 504
+    assert (
+        limits.max_unauthenticated * PENDING_BYTES_PER_CONNECTION <= UNAUTHENTICATED_MEMORY_BUDGET
+    )
+    # an operator with the memory may raise it, up to the file-descriptor bound
+    raised = limits_for(1_048_576, max_unauthenticated=10_000_000, **timeouts)
+    assert raised.max_unauthenticated == unauthenticated_caps(1_048_576)[0]
 
 
 def test_the_soft_open_file_limit_is_raised_to_the_hard_one():
