@@ -101,7 +101,7 @@ def parse_args(argv: list[str] | None = None) -> BrokerConfig:
         "--max-unauthenticated-connections",
         type=int,
         default=int(env("SLUICE_MAX_UNAUTHENTICATED_CONNECTIONS", 0)),
-        help="cap on connections not yet authenticated (0: derived from the open-file limit)",
+        help="cap on connections not yet authenticated (0: from the open-file limit and memory)",
     )
     p.add_argument(
         "--max-unauthenticated-connections-per-ip",
