@@ -37,6 +37,11 @@ class ClientErrorLogFilter(logging.Filter):
         self._count = 0
         self._dropped = 0
 
+    def reset(self) -> None:
+        """Start a new minute (tests)."""
+        with self._lock:
+            self._window_start, self._count, self._dropped = time.monotonic(), 0, 0
+
     @staticmethod
     def _is_client_error(record: logging.LogRecord) -> bool:
         if record.name.startswith("django.security"):

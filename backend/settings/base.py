@@ -53,6 +53,9 @@ MIDDLEWARE = [
 # The largest request body (bytes): larger is 413 PAYLOAD_TOO_LARGE on every route.
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("SLUICE_MAX_REQUEST_BYTES", str(2621440)))
 
+# An HTTP/1.1 request without Host is 400 (backend.core.middleware).
+SLUICE_REQUIRE_HOST = True
+
 ROOT_URLCONF = "backend.urls"
 WSGI_APPLICATION = "backend.wsgi.application"
 ASGI_APPLICATION = "backend.asgi.application"

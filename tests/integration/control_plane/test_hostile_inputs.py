@@ -350,6 +350,10 @@ def test_daphne_refuses_large_bodies_before_reading_them(cp, tenant):
         assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
         answer = raw(daphne.url, b"GET /api/v1/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         assert answer.startswith(b"HTTP/1.1 404") and b'"NOT_FOUND"' in answer, answer[:300]
+        answer = raw(daphne.url, b"GET /api/v1/topics/ HTTP/1.1\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 400") and b"Host" in answer, answer[:300]
+        head = answer.split(b"\r\n\r\n", 1)[0].lower()
+        assert b"\r\nserver:" not in head or b"/" not in head.split(b"\r\nserver:")[1][:40]
     finally:
         daphne.stop()
 
