@@ -32,6 +32,10 @@ it, and a rolled segment is fsynced by a ``flusher`` thread). ``FileSlice``s ret
 immutable and usable from any thread, but see ``files.FileSlice`` on slices outliving
 retention or truncation.
 The segments, indexes and ``LogSegments`` inside are not thread-safe themselves.
+
+The checks an append makes before it writes are ``log_validator``'s; when and how the log is
+fsynced (flush policy, rolled segments, the recovery point) is ``log_flush``'s (``LogFlush``,
+a base class of ``PartitionLog``).
 """
 
 from __future__ import annotations
@@ -43,36 +47,36 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
 from brokernodes.errors import (
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    SluiceError,
 )
 from brokernodes.records.header import (
-    HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
-    peek_batch_size,
     set_base_offset,
     set_partition_leader_epoch,
-    validate_batch,
 )
-from brokernodes.storage import flusher
 from brokernodes.storage.checkpoint import (
     CheckpointFile,
     TopicPartitionOffset,
     TopicPartitionOffsetFormatter,
 )
 from brokernodes.storage.config import LogConfig
-from brokernodes.storage.files import FileSlice, close_fds, fsync_dir
+from brokernodes.storage.files import FileSlice, fsync_dir
 from brokernodes.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
+from brokernodes.storage.log_flush import LogFlush
+from brokernodes.storage.log_validator import (
+    PreparedAppend,
+    single_batch_header,
+    validate_batches,
+)
 from brokernodes.storage.recovery import CLEAN_SHUTDOWN_FILE, load_segments
 from brokernodes.storage.retention import RetentionDecision, SegmentStats, plan_retention
-from brokernodes.storage.segment import INT32_MAX, BatchEntry, LogSegment
+from brokernodes.storage.segment import INT32_MAX, LogSegment
 from brokernodes.storage.segments import LogSegments
 
 logger = logging.getLogger("sluice.storage")
@@ -140,18 +144,6 @@ class TimestampOffset:
     offset: int
 
 
-@dataclass(slots=True)
-class _Prepared:
-    """A validated request: the mutable buffer, one ``BatchEntry`` per batch (position in
-    the buffer, size, final last offset, max timestamp) and, as follower, batch epochs."""
-
-    buf: bytearray | memoryview
-    entries: list[BatchEntry] = field(default_factory=list)
-    bases: list[int] = field(default_factory=list)
-    epochs: list[int] = field(default_factory=list)
-    records: int = 0
-
-
 def _topic_partition(directory: str) -> tuple[str, int]:
     """Kafka names partition directories ``<topic>-<partition>``."""
     name = os.path.basename(os.path.normpath(directory))
@@ -161,7 +153,7 @@ def _topic_partition(directory: str) -> tuple[str, int]:
     return name or "partition", 0
 
 
-class PartitionLog:
+class PartitionLog(LogFlush):
     """One partition's log; see the module docstring (thread-safe via one internal lock).
 
     ``clock`` returns wall-clock milliseconds (injected so tests are deterministic).
@@ -420,7 +412,14 @@ class PartitionLog:
                     f"nothing was appended"
                 )
             if info is None:
-                prepared = self._validate(records, assign_offsets, leader_epoch)
+                prepared = validate_batches(
+                    records,
+                    next_offset=self._log_end_offset,
+                    assign_offsets=assign_offsets,
+                    leader_epoch=leader_epoch,
+                    max_message_bytes=self._config.max_message_bytes,
+                    compacted=self._config.compact_enabled,
+                )
                 info = self._append_prepared(prepared, leader_epoch, now)
             flush_to, self._flush_due = self._flush_due, None
             rolled, self._rolled_now = self._rolled_now, False
@@ -440,18 +439,13 @@ class PartitionLog:
         Returns None, having written nothing, for anything else (several batches, a bad
         batch, a roll due); the general path then appends it or names the error.
         """
-        n = len(records)
         c = self._config
-        try:
-            if n < HEADER_SIZE or peek_batch_size(records) != n:
-                return None
-            h = validate_batch(records, 0, max_batch_bytes=c.max_message_bytes)
-        except SluiceError:
+        h = single_batch_header(records, c.max_message_bytes)
+        if h is None:
             return None
+        n = len(records)
         delta = h.last_offset_delta
         count = h.records_count
-        if count != delta + 1:
-            return None
         seg = self._segments.last
         base = self._log_end_offset
         last = base + delta
@@ -498,79 +492,8 @@ class PartitionLog:
             log_end_offset=last + 1,
         )
 
-    def _validate(
-        self,
-        records: bytes | bytearray | memoryview,
-        assign_offsets: bool,
-        leader_epoch: int | None,
-    ) -> _Prepared:
-        """Validate every batch and compute final offsets; rewrite them only if all pass."""
-        if isinstance(records, bytearray) or (
-            isinstance(records, memoryview) and not records.readonly
-        ):
-            buf = records
-        else:
-            buf = bytearray(records)
-        n = len(buf)
-        if n == 0:
-            raise InvalidRecordError("the request holds no record batch; nothing was appended")
-        prepared = _Prepared(buf)
-        entries = prepared.entries
-        bases = prepared.bases
-        epochs = prepared.epochs
-        max_bytes = self._config.max_message_bytes
-        compacted = self._config.compact_enabled
-        next_offset = self._log_end_offset
-        pos = 0
-        index = 0
-        records_total = 0
-        validate = validate_batch
-        while pos < n:
-            try:
-                h = validate(buf, pos, max_batch_bytes=max_bytes)
-            except SluiceError as e:
-                raise type(e)(
-                    f"batch {index} of the request (byte {pos}) is refused: {e.message}; "
-                    f"nothing was appended"
-                ) from e
-            delta = h.last_offset_delta
-            count = h.records_count
-            if assign_offsets:
-                if count != delta + 1 or count < 1:
-                    raise InvalidRecordError(
-                        f"batch {index} of the request (byte {pos}) declares {count} records "
-                        f"but last offset delta {delta}; nothing was appended"
-                    )
-                base = next_offset
-            else:
-                base = h.base_offset
-                if base < next_offset or (base > next_offset and not compacted):
-                    what = "the log end offset" if index == 0 else "the previous batch's end"
-                    how = "below" if base < next_offset else "past"
-                    raise InvalidRecordError(
-                        f"batch {index} of the request (byte {pos}) has base offset {base}, "
-                        f"{how} {what} {next_offset}: replicated offsets must continue the "
-                        f"log without a gap; nothing was appended"
-                    )
-                epochs.append(h.partition_leader_epoch)
-            next_offset = base + delta + 1
-            size = h.batch_length + LOG_OVERHEAD
-            entries.append((pos, size, next_offset - 1, h.max_timestamp))
-            bases.append(base)
-            records_total += count
-            pos += size
-            index += 1
-        prepared.records = records_total
-        if assign_offsets:
-            # Every batch passed: now rewrite offsets (and epochs) in place, outside the CRC.
-            for (pos, _, _, _), base in zip(entries, bases, strict=True):
-                set_base_offset(buf, pos, base)
-                if leader_epoch is not None:
-                    set_partition_leader_epoch(buf, pos, leader_epoch)
-        return prepared
-
     def _append_prepared(
-        self, prepared: _Prepared, leader_epoch: int | None, now: int
+        self, prepared: PreparedAppend, leader_epoch: int | None, now: int
     ) -> AppendInfo:
         entries = prepared.entries
         view = memoryview(prepared.buf)
@@ -617,7 +540,7 @@ class PartitionLog:
             self._tail = None
 
     def _append_chunks(
-        self, prepared: _Prepared, view: memoryview, seg: LogSegment, now: int
+        self, prepared: PreparedAppend, view: memoryview, seg: LogSegment, now: int
     ) -> None:
         """Split a request across segments at batch boundaries (rolling as needed)."""
         entries = prepared.entries
@@ -642,7 +565,7 @@ class PartitionLog:
             i = j
 
     def _assign_epochs(
-        self, prepared: _Prepared, first_offset: int, leader_epoch: int | None
+        self, prepared: PreparedAppend, first_offset: int, leader_epoch: int | None
     ) -> None:
         """Record new leader epochs at the first offset written under them."""
         cache = self.leader_epoch_cache
@@ -658,7 +581,7 @@ class PartitionLog:
 
     # --- roll --------------------------------------------------------------------------------
 
-    def _maybe_roll(self, prepared: _Prepared, index: int, now: int) -> LogSegment:
+    def _maybe_roll(self, prepared: PreparedAppend, index: int, now: int) -> LogSegment:
         """Kafka's ``shouldRoll`` for batch ``index`` of the request, about to be appended."""
         seg = self._active
         c = self._config
@@ -712,145 +635,6 @@ class PartitionLog:
         self._rolled_to = max(self._rolled_to, old.next_offset)
         self._rolled_now = True
         return new
-
-    def _schedule_rolled_flush(self) -> None:
-        """Have a flusher thread fsync the rolled segments (``flusher``; Kafka's ``flush-log``
-        task), unless a job for this log is queued and not yet started: that one will see
-        this roll. A job that has started may have read ``_rolled_to`` before this roll, so
-        it does not count."""
-        with self._lock:
-            if self._closed or self._rolled_flush_queued:
-                return
-            self._rolled_flush_queued = True
-            self._rolled_flush = flusher.submit(self._rolled_flush_job)
-
-    def _rolled_flush_job(self) -> None:
-        """On a flusher thread: fsync the segments below the last roll and advance the
-        recovery point past them."""
-        with self._lock:
-            self._rolled_flush_queued = False  # a roll from now on queues another job
-            target = self._rolled_to
-        try:
-            self._fsync_to(target, checkpoint="never", what="a rolled segment")
-        except KafkaStorageError as e:
-            logger.error("%s", e)  # the log is offline now (``_fsync_to``)
-            if self.on_offline is not None:
-                self.on_offline(e)
-
-    def wait_for_rolled_flush(self, timeout: float | None = None) -> None:
-        """Wait until the rolled segments' last scheduled fsync is done (tests, tools)."""
-        with self._lock:
-            job = self._rolled_flush
-        if job is not None:
-            job.result(timeout)
-
-    def _fsync_to(
-        self,
-        target: int,
-        now: int | None = None,
-        *,
-        checkpoint: Literal["always", "policy", "never"],
-        what: str = "the log",
-    ) -> None:
-        """fsync everything below ``target`` without holding the log's lock (Kafka's
-        ``LocalLog.flush`` does not hold it either), then advance the recovery point to it.
-
-        The files are duplicated under the lock (a close or a deletion meanwhile cannot
-        pull them away) and fsynced after it is released: reads, appends, retention and the
-        broker's loop go on meanwhile. A truncation meanwhile (the log cut below ``target``,
-        which this fsync may not cover any more) leaves the recovery point alone; a close
-        meanwhile flushes everything itself. ``checkpoint``: write the recovery-point
-        checkpoint ``"always"`` (explicit flush), at most every checkpoint interval
-        (``"policy"``), or ``"never"`` (rolled segments)."""
-        with self._lock:
-            if self._closed:
-                return
-            target = min(target, self._log_end_offset)
-            truncations = self._truncations
-            fds: list[int] = []
-            if target > self._recovery_point:
-                try:
-                    for seg in self._segments.from_floor(self._recovery_point):
-                        if seg.base_offset >= target:
-                            break
-                        fds.extend(seg.dup_files())
-                except OSError as e:
-                    close_fds(fds)
-                    raise KafkaStorageError(f"cannot flush {self.directory}: {e}") from e
-        try:
-            for fd in fds:
-                os.fsync(fd)
-        except OSError as e:
-            # Kafka takes the log directory offline. After a failed fsync the kernel may
-            # have dropped the dirty pages, and a retry could succeed without writing them,
-            # so the log refuses every call from now on (KAFKA_STORAGE_ERROR, the OSError as
-            # its cause for the broker's disk-failure check) until it is reopened, which
-            # recovers from the recovery point.
-            offline = KafkaStorageError(
-                f"cannot fsync {what} of {self.directory}: {e}; the log is offline"
-            )
-            with self._lock:
-                self._flush_error = self._flush_error or offline
-            raise offline from e
-        finally:
-            close_fds(fds)
-        with self._lock:
-            if self._closed:
-                return
-            if (
-                truncations == self._truncations
-                and self._recovery_point < target <= self._log_end_offset
-            ):
-                self._recovery_point = target
-            now = self._clock() if now is None else now
-            if checkpoint == "always" or (
-                checkpoint == "policy"
-                and now - self._last_checkpoint_ms >= self._checkpoint_interval_ms
-            ):
-                self._checkpoint_recovery_point(now)
-
-    # --- flush -------------------------------------------------------------------------------
-
-    def flush(self, offset: int | None = None) -> None:
-        """fsync everything below ``offset`` (default: the log end), advance the recovery
-        point and write the recovery-point checkpoint (policy-driven flushes throttle that
-        write, see the class docstring; an explicit flush does not). The fsync runs without
-        the log's lock (``_fsync_to``)."""
-        with self._lock:
-            self._check_open()
-            now = self._clock()
-            self._last_flush_ms = now
-            target = self._log_end_offset if offset is None else offset
-        self._fsync_to(target, now, checkpoint="always")
-
-    def maybe_flush(self, now_ms: int | None = None) -> bool:
-        """The ``flush.ms`` ticker: flush if ``flush.ms`` passed since the last flush."""
-        with self._lock:
-            self._check_open()
-            now = self._clock() if now_ms is None else now_ms
-            if now - self._last_flush_ms < self._config.flush_ms:
-                return False
-            self._last_flush_ms = now
-            target = self._log_end_offset
-        self._fsync_to(target, now, checkpoint="policy")
-        return True
-
-    def _flush_segments(self, from_offset: int, to_offset: int | None = None) -> None:
-        for seg in self._segments.from_floor(from_offset):
-            if to_offset is not None and seg.base_offset >= to_offset:
-                break
-            seg.flush()
-
-    def _flush_all_locked(self) -> None:
-        """fsync everything above the recovery point under the lock (``close`` only: nothing
-        may append or read meanwhile)."""
-        if self._log_end_offset > self._recovery_point:
-            self._flush_segments(self._recovery_point, self._log_end_offset)
-            self._recovery_point = self._log_end_offset
-
-    def _checkpoint_recovery_point(self, now: int | None = None) -> None:
-        self._write_offset(self._rp_file, self._recovery_point)
-        self._last_checkpoint_ms = self._clock() if now is None else now
 
     # --- read --------------------------------------------------------------------------------
 
