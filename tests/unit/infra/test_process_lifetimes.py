@@ -111,3 +111,48 @@ def test_a_held_port_is_not_free_and_its_holder_is_named():
         assert portcheck.holder(port).startswith(f"pid {os.getpid()} (")
     assert portcheck.free("127.0.0.1", port)
     assert portcheck.holder(port) is None
+
+
+def runner_for(var: Path):
+    import run_local
+
+    return run_local.Runner(run_local.parse_args(["--var-dir", str(var)]))
+
+
+def test_a_new_run_stops_what_an_earlier_one_left_running(tmp_path, spawn):
+    left = spawn(STOPS_ON_TERM)  # a broker whose runner and guard were both killed
+    dead_runner = process_tree.Child("runner", 999_999, 1, 0)  # long gone
+    path = tmp_path / "run" / "children.json"
+    process_tree.write(path, dead_runner, [process_tree.record("broker 1", left.pid, 5.0)])
+    runner = runner_for(tmp_path)
+    runner.clear_earlier_run()
+    assert left.wait(5) == 0
+    me, children = process_tree.read(path)
+    assert me.pid == os.getpid() and children == []  # the file is this run's now
+
+
+def test_a_new_run_refuses_to_start_beside_a_live_runner_on_the_same_data(tmp_path, spawn):
+    other = spawn(STOPS_ON_TERM)  # stands for the other runner
+    path = tmp_path / "run" / "children.json"
+    process_tree.write(path, process_tree.record("runner", other.pid, 0), [])
+    runner = runner_for(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        runner.clear_earlier_run()
+    assert f"another make up (runner pid {other.pid}) is running" in str(e.value)
+    assert f"kill {other.pid}" in str(e.value)
+    runner.stop()  # what main() does next: it must leave the other run's record alone
+    assert process_tree.read(path)[0].pid == other.pid
+    assert other.poll() is None
+
+
+def test_a_busy_port_stops_the_start_with_its_holder_named(tmp_path):
+    runner = runner_for(tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(SystemExit) as e:
+            runner.check_ports([port])
+    text = str(e.value)
+    assert text.startswith(f"port {port} is in use by pid {os.getpid()} (")
+    assert text.endswith("choose other ports with --port and --broker-ports.")
