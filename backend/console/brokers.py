@@ -1,17 +1,14 @@
-"""A small synchronous client for the brokers' data-plane API, used by the console views.
+"""The console's calls to the brokers' data-plane API, over ``brokernodes.blocking_client``.
 
 Calls go to the partition's leader (from the control plane's own assignment table) with the
 organisation's console key. Errors come back as ``BrokerError`` carrying the broker's
-``error_code`` and message, so the console shows the broker's words. Every call has a timeout.
+``error_code`` and message, so the console shows the broker's words. Every call has a timeout
+(``INTERACTIVE_TIMEOUT_S``: a person waits on the page).
 """
 
 from __future__ import annotations
 
-import json
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
 from django.conf import settings
@@ -20,9 +17,11 @@ from backend.cluster.models import Broker, PartitionAssignment
 from backend.cluster.selectors import live_broker_urls
 from backend.cluster.services import live_broker_ids
 from backend.core.exceptions import ApplicationError
+from brokernodes import blocking_client, errors
 
-TIMEOUT_S = 10.0
+TIMEOUT_S = blocking_client.INTERACTIVE_TIMEOUT_S
 NEW_KEY_GRACE_S = 3.0  # a console key made just now reaches the brokers within milliseconds
+NEW_KEY_GRACE = blocking_client.Retry(frozenset({"UNAUTHENTICATED"}), NEW_KEY_GRACE_S)
 
 
 class BrokerError(ApplicationError):
@@ -40,49 +39,35 @@ def _request(
     method: str,
     url: str,
     *,
-    token: str | None,
+    authorization: str,
     body: Any = None,
-    auth: str = "",
     timeout_s: float = TIMEOUT_S,
+    retry: blocking_client.Retry | None = None,
 ):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
-    if auth:
-        req.add_header("Authorization", auth)
+    """The answer (JSON when the broker says so, bytes otherwise) or a ``BrokerError``."""
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            raw = resp.read()
-            ctype = resp.headers.get("Content-Type", "")
-            return resp.status, (json.loads(raw) if "json" in ctype and raw else raw)
-    except urllib.error.HTTPError as e:
-        try:
-            doc = json.loads(e.read() or b"{}")
-        except ValueError:
-            doc = {}
-        code = doc.get("error_code") or "BROKER_ERROR"
+        resp = blocking_client.request(
+            method, url, authorization=authorization, json=body, timeout_s=timeout_s, retry=retry
+        )
+    except errors.BrokerError as e:
         # 401 from a broker is about the console's key, not the person: say so
-        status = 502 if e.code == 401 else e.code
-        raise BrokerError(
-            doc.get("message") or f"the broker answered {e.code}", error_code=code, status=status
-        ) from None
-    except (urllib.error.URLError, OSError, TimeoutError) as e:
-        raise BrokerError(f"cannot reach the broker at {url.split('/sluice')[0]}: {e}") from None
+        status = 502 if e.status == 401 else (e.status or 502)
+        raise BrokerError(e.message, error_code=e.error_code, status=status) from None
+    except (errors.BrokerConnectionError, errors.ClientTimeoutError) as e:
+        raise BrokerError(e.message) from None
+    ctype = resp.headers.get("content-type", "")
+    return resp.json() if "json" in ctype and resp.body else resp.body
 
 
 def call(method: str, url: str, *, token: str, body: Any = None):
     """One call, retried briefly while a just-created console key is not on the broker yet."""
-    deadline = time.monotonic() + NEW_KEY_GRACE_S
-    while True:
-        try:
-            return _request(method, url, token=token, body=body)[1]
-        except BrokerError as e:
-            if e.error_code != "UNAUTHENTICATED" or time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+    return _request(
+        method,
+        url,
+        authorization=blocking_client.bearer(token),
+        body=body,
+        retry=NEW_KEY_GRACE,
+    )
 
 
 def broker_urls() -> dict[int, str]:
@@ -151,7 +136,10 @@ def metadata(url, token) -> dict:
 def metrics_text(url: str, *, timeout_s: float = TIMEOUT_S) -> str:
     """The broker's Prometheus text (operators' credential: the cluster secret)."""
     secret = settings.SLUICE_CLUSTER_SECRET
-    _, raw = _request(
-        "GET", f"{url}/metrics", token=None, auth=f"Cluster {secret}", timeout_s=timeout_s
+    raw = _request(
+        "GET",
+        f"{url}/metrics",
+        authorization=blocking_client.cluster(secret),
+        timeout_s=timeout_s,
     )
     return raw.decode() if isinstance(raw, bytes) else str(raw)

@@ -20,15 +20,14 @@ are answered as usual.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as wait_for
+import functools
 
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from backend.cluster.selectors import live_broker_urls
 from backend.console import brokers
-from backend.core.exceptions import ApplicationError
+from brokernodes import blocking_client
 
 FAMILIES = {"sluice_bytes_in": "bytes_in", "sluice_bytes_out": "bytes_out"}
 METRICS_TIMEOUT_S = 2.0
@@ -55,30 +54,17 @@ def tenant_byte_counters(text: str, tenant: str) -> dict[str, dict[str, int]]:
 def read_metrics(urls: dict[int, str], timeout_s: float) -> tuple[dict[int, str], list[str]]:
     """Every broker's /metrics text, read concurrently within ``timeout_s`` overall:
     ``({broker_id: text}, [error per broker not read])``."""
-    if not urls:
-        return {}, []
-    pool = ThreadPoolExecutor(max_workers=min(MAX_READERS, len(urls)))
-    try:
-        futures = {
-            pool.submit(brokers.metrics_text, url, timeout_s=timeout_s): broker_id
-            for broker_id, url in urls.items()
-        }
-        wait_for(futures, timeout=timeout_s)
-    finally:
-        # a stalled read is left to its socket timeout; this answer does not wait for it
-        pool.shutdown(wait=False, cancel_futures=True)
-    texts: dict[int, str] = {}
-    errors: list[str] = []
-    for future, broker_id in sorted(futures.items(), key=lambda kv: kv[1]):
-        if not future.done():
-            errors.append(f"broker {broker_id}: no answer within {timeout_s:g} s")
-        elif isinstance(future.exception(), ApplicationError):
-            errors.append(f"broker {broker_id}: {future.exception().message}")
-        elif future.exception() is not None:
-            errors.append(f"broker {broker_id}: {future.exception()}")
-        else:
-            texts[broker_id] = future.result()
-    return texts, errors
+    texts, failures = blocking_client.ask_every(
+        urls,
+        functools.partial(brokers.metrics_text, timeout_s=timeout_s),
+        deadline_s=timeout_s,
+        max_askers=MAX_READERS,
+    )
+    errors = [
+        f"broker {broker_id}: {getattr(e, 'message', None) or e}"
+        for broker_id, e in sorted(failures.items())
+    ]
+    return dict(sorted(texts.items())), errors
 
 
 def byte_counters(*, organisation) -> dict:

@@ -1,24 +1,24 @@
 """Asking the brokers about a tenant's consumer groups, over their internal routes
-(``/internal/v1/tenants/{organisation}/groups/...``, ``Authorization: Cluster <secret>``).
+(``/internal/v1/tenants/{organisation}/groups/...``, ``Authorization: Cluster <secret>``),
+through ``brokernodes.blocking_client``.
 
 A group's coordinator is the leader of its ``__consumer_offsets`` partition; any live broker
-answers NOT_COORDINATOR with the coordinator's URL, which is followed once. Listing asks every
-live broker for the groups it coordinates and merges the answers.
+answers NOT_COORDINATOR with the coordinator's URL, which is followed once. A broker that does
+not answer, or answers 421 or 5xx, passes the request on to the next live broker. Listing asks
+every live broker at once for the groups it coordinates and merges the answers. Each request
+waits at most ``FAILOVER_TIMEOUT_S``, so a silent broker costs little before the next is asked.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import urllib.error
-import urllib.request
 from urllib.parse import quote
 
 from django.conf import settings
 
 from backend.core.exceptions import ApplicationError, Conflict, NotFound
+from brokernodes import blocking_client, errors
 
-TIMEOUT_S = 5.0
+TIMEOUT_S = blocking_client.FAILOVER_TIMEOUT_S
 
 
 class BrokersUnavailable(ApplicationError):
@@ -36,37 +36,40 @@ def _live_urls() -> list[str]:
     return list(live_broker_urls().values())
 
 
-def _call(method: str, url: str, body: dict | None = None) -> tuple[int, dict]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method)
-    req.add_header("Authorization", f"Cluster {settings.SLUICE_CLUSTER_SECRET}")
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as r:
-            raw = r.read()
-            return r.status, (json.loads(raw) if raw else {})
-    except urllib.error.HTTPError as e:
-        with contextlib.closing(e):
-            raw = e.read()
-        try:
-            return e.code, (json.loads(raw) if raw else {})
-        except ValueError:
-            return e.code, {"error_code": "UNKNOWN_SERVER_ERROR", "message": raw[:200].decode()}
+def _call(method: str, url: str, body: dict | None = None) -> dict:
+    """One request with the cluster secret: the JSON answer, or a ``brokernodes.errors``
+    client error."""
+    return blocking_client.request(
+        method,
+        url,
+        authorization=blocking_client.cluster(settings.SLUICE_CLUSTER_SECRET),
+        json=body,
+        timeout_s=TIMEOUT_S,
+    ).json()
 
 
-def _raise_for(status: int, doc: dict) -> None:
-    code = doc.get("error_code", "")
-    message = doc.get("message") or code or f"broker answered {status}"
+def _passes_on(error: Exception) -> bool:
+    """Whether the next live broker may answer instead: this one was silent, is not the
+    coordinator, or failed."""
+    if blocking_client.unreachable(error):
+        return True
+    status = getattr(error, "status", None) or 0
+    return status in (421, 503) or status >= 500
+
+
+def _raise_for(error: errors.SluiceError) -> None:
+    """The control plane's error for the brokers' last answer."""
+    code = error.error_code
+    status = getattr(error, "status", None) or 503
     if code in ("GROUP_ID_NOT_FOUND", "UNKNOWN_TOPIC_OR_PARTITION"):
-        raise NotFound(message)
+        raise NotFound(error.message)
     if code == "NON_EMPTY_GROUP":
-        raise GroupNotEmpty(message)
-    if 400 <= status < 500:
-        err = ApplicationError(message)
+        raise GroupNotEmpty(error.message)
+    if isinstance(error, errors.BrokerError) and 400 <= status < 500:
+        err = ApplicationError(error.message)
         err.error_code = code or "INVALID_REQUEST"
         raise err
-    raise BrokersUnavailable(f"the group's coordinator could not answer: {message}")
+    raise BrokersUnavailable(f"the group's coordinator could not answer: {error.message}")
 
 
 def group_request(organisation_id, group_id: str, method: str, suffix: str = "", body=None):
@@ -78,22 +81,20 @@ def group_request(organisation_id, group_id: str, method: str, suffix: str = "",
     urls = _live_urls()
     if not urls:
         raise BrokersUnavailable("no broker is live; consumer groups live on the brokers")
-    last: tuple[int, dict] | None = None
-    for url in urls:
+
+    def ask(url: str) -> dict:
         try:
-            status, doc = _call(method, url + path, body)
-            if status == 421 and doc.get("coordinator_url"):
-                status, doc = _call(method, str(doc["coordinator_url"]).rstrip("/") + path, body)
-        except (urllib.error.URLError, OSError, TimeoutError) as e:
-            last = (503, {"message": str(e)})
-            continue
-        if status < 300:
-            return doc
-        if status in (421, 503) or status >= 500:
-            last = (status, doc)
-            continue
-        _raise_for(status, doc)
-    _raise_for(*(last or (503, {})))
+            return _call(method, url + path, body)
+        except errors.BrokerError as e:
+            coordinator = e.details.get("coordinator_url") if e.status == 421 else None
+            if not coordinator:
+                raise
+        return _call(method, str(coordinator).rstrip("/") + path, body)
+
+    try:
+        return blocking_client.first_answer(urls, ask, move_on=_passes_on)
+    except errors.SluiceError as e:
+        _raise_for(e)
     return {}
 
 
@@ -102,20 +103,16 @@ def list_groups(organisation_id) -> tuple[list[dict], list[str]]:
     urls = _live_urls()
     if not urls:
         raise BrokersUnavailable("no broker is live; consumer groups live on the brokers")
-    rows: dict[str, dict] = {}
-    missing = []
     path = f"/internal/v1/tenants/{quote(str(organisation_id), safe='')}/groups"
-    for url in urls:
-        try:
-            status, doc = _call("GET", url + path)
-        except (urllib.error.URLError, OSError, TimeoutError):
-            missing.append(url)
-            continue
-        if status != 200:
-            missing.append(url)
-            continue
+    targets = {url: url for url in urls}
+    answers, failures = blocking_client.ask_every(
+        targets, lambda url: _call("GET", url + path), deadline_s=TIMEOUT_S
+    )
+    if len(failures) == len(targets):
+        raise BrokersUnavailable("no broker answered; retry shortly")
+    rows: dict[str, dict] = {}
+    for doc in answers.values():
         for g in doc.get("groups", []):
             rows[g["group_id"]] = g
-    if len(missing) == len(urls):
-        raise BrokersUnavailable("no broker answered; retry shortly")
+    missing = list(failures)
     return sorted(rows.values(), key=lambda g: g["group_id"]), missing
