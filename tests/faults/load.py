@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from brokernodes.client.group_consumer import CommitFailedError, GroupConsumer
 from brokernodes.client.producer import Producer
-from brokernodes.errors import BrokerError, ClientTimeoutError
+from brokernodes.errors import BrokerError, ClientTimeoutError, SluiceError
 from brokernodes.records.batch import decode_batch
 from brokernodes.records.header import iter_batches
 from tests.faults.history import History
@@ -151,6 +151,7 @@ class LoadProducer:
         self._worker = Worker(f"fault-load-{prefix}", self._run)
         self.sent = 0
         self.flush_timed_out = False
+        self.callback_errors: list[BaseException] = []
 
     def start(self) -> LoadProducer:
         self._worker.start()
@@ -158,12 +159,15 @@ class LoadProducer:
 
     def _callback(self, value: str):
         def done(fut) -> None:
-            error = fut.exception(0)
-            if error is not None:
-                self.history.fail(value, error)
-            else:
-                md = fut.result(0)
-                self.history.ack(value, md.partition, md.offset)
+            try:
+                error = fut.exception(0)
+                if error is not None:
+                    self.history.fail(value, error)
+                else:
+                    md = fut.result(0)
+                    self.history.ack(value, md.partition, md.offset)
+            except BaseException as e:  # raised by stop(): the SDK's loop would only log it
+                self.callback_errors.append(e)
 
         return done
 
@@ -177,7 +181,7 @@ class LoadProducer:
             i += 1
             try:
                 fut = self.producer.send(self.topic, value.encode(), key=value.encode())
-            except Exception as e:  # buffer full etc.: an attempt failed at once, recorded
+            except SluiceError as e:  # buffer full etc.: an attempt failed at once, recorded
                 self.history.fail(value, e)
             else:
                 fut.add_done_callback(self._callback(value))
@@ -199,6 +203,10 @@ class LoadProducer:
         except ClientTimeoutError:
             self.flush_timed_out = True
         self.producer.close(10)
+        if self.callback_errors:
+            raise AssertionError(
+                f"delivery callbacks failed: {self.callback_errors[:3]!r}"
+            ) from self.callback_errors[0]
 
 
 class Reader:

@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from functools import partial
 
 from tests.faults.cluster import BROKER_IDS, SESSION_TIMEOUT_S, FaultCluster
 from tests.faults.conftest import long_run
@@ -73,11 +74,17 @@ class Run:
     def finish(self, *, heal: bool = True, flush_timeout: float = 60.0):
         if heal:
             self.cluster.heal()
-        for load in self.loads:
-            load.stop(flush_timeout)
-        self.reader.stop()
+        # every worker is stopped and the history checked before a worker's error fails
+        # the scenario, so the failure comes with the counts
+        errors: list[AssertionError] = []
+        stops = [*(partial(load.stop, flush_timeout) for load in self.loads), self.reader.stop]
         if self.group is not None:
-            self.group.stop()
+            stops.append(self.group.stop)
+        for stop in stops:
+            try:
+                stop()
+            except AssertionError as e:
+                errors.append(e)
         drain(
             self.history,
             self.cluster.urls,
@@ -86,7 +93,10 @@ class Run:
             self.topic.partitions,
         )
         read_replicas(self.history, self.cluster.replica_dirs(self.topic))
-        return self.history.check()
+        verdict = self.history.check()
+        if errors:
+            raise AssertionError(f"{verdict.summary()}\n{errors}") from errors[0]
+        return verdict
 
     def kill(self, broker: int) -> None:
         self.history.fault(f"kill -9 broker {broker}")
