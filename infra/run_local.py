@@ -51,6 +51,8 @@ import offline_report
 import portcheck
 import process_tree
 
+from brokernodes.security.redaction import redact
+
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 60.0
 REPORT_AFTER_S = 10.0  # a wait this long says why (offline partitions), then every
@@ -495,7 +497,8 @@ def main(argv: list[str] | None = None) -> int:
     except _Stop:
         pass
     except SystemExit as e:
-        print(f"Sluice: {e}", file=sys.stderr, flush=True)
+        # a child's failure output may hold a key or password: redact as the logs are
+        print(f"Sluice: {redact(str(e))}", file=sys.stderr, flush=True)
         status = 1
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
