@@ -1,22 +1,23 @@
-"""A small blocking client for the broker's fetch API, for Spark executors.
+"""The Spark source's calls to the brokers: metadata, list offsets and binary fetch, over
+``brokernodes.blocking_client`` (executors have no event loop and read one offset range each,
+so blocking keep-alive connections, one pool per ``BrokerClient``).
 
-Executors run plain Python (no event loop), read one offset range each and stop, so this is
-``http.client`` with one keep-alive connection per broker rather than the async SDK. Every
-failure becomes ``BrokerReadError`` with the broker's ``error_code`` when it answered one.
-Credentials: ``Authorization: Bearer <api key>`` (docs/data-plane-api.md), or the operators'
+Every failure becomes ``BrokerReadError`` with the broker's ``error_code`` when it answered
+one, ``BROKER_UNREACHABLE`` when it did not answer at all. Credentials:
+``Authorization: Bearer <api key>`` (docs/data-plane-api.md), or the operators'
 ``Cluster <secret>`` (read-only, every tenant; see ``brokernodes.server.operator``).
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
-from brokernodes.errors import SluiceError
+from brokernodes import blocking_client
+from brokernodes.errors import BrokerError, SluiceError
 from brokernodes.records.batch import DecodedBatch, DecodedRecord, decode_batch
 from brokernodes.records.header import HEADER_SIZE, read_header
 from spark.datasource.validity import (
@@ -29,6 +30,7 @@ from spark.datasource.validity import (
 
 DEFAULT_FETCH_BYTES = 4 * 1024 * 1024
 USER_AGENT = "sluice-spark/0.1"
+TIMEOUT_S = blocking_client.REQUEST_TIMEOUT_S
 
 
 class BrokerReadError(Exception):
@@ -48,56 +50,53 @@ class PartitionMeta:
     leader_url: str | None
 
 
+def _read_error(error: SluiceError, url: str, path: str) -> BrokerReadError:
+    """The source's error for a blocking-client error on ``GET url+path``."""
+    where = f"GET {path.split('?')[0]}"
+    if isinstance(error, BrokerError):
+        body = {"error_code": error.error_code, "message": error.message, **error.details}
+        return BrokerReadError(
+            f"{url} {where}: {error.error_code}: {error.message}", error.error_code, body
+        )
+    return BrokerReadError(
+        f"broker {url} did not answer {where}: {error.message}; "
+        "check that it runs and is reachable from the Spark executors",
+        "BROKER_UNREACHABLE",
+    )
+
+
 class BrokerConnection:
-    """One keep-alive HTTP/1.1 connection to one broker."""
+    """Requests to one broker (``url``), on its client's keep-alive connections."""
 
-    def __init__(self, url: str, authorization: str, *, timeout_s: float = 30.0) -> None:
-        parts = urlsplit(url if "://" in url else "http://" + url)
-        if parts.scheme not in ("http", "https"):
-            raise ValueError(f"broker URL {url!r} must be http:// or https://")
-        self.url = f"{parts.scheme}://{parts.netloc}"
-        self._https = parts.scheme == "https"
-        self._host = parts.hostname or "127.0.0.1"
-        self._port = parts.port or (443 if self._https else 80)
-        self._timeout = timeout_s
-        self._headers = {"Authorization": authorization, "User-Agent": USER_AGENT}
-        self._conn: http.client.HTTPConnection | None = None
-
-    def _connection(self) -> http.client.HTTPConnection:
-        if self._conn is None:
-            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-            self._conn = cls(self._host, self._port, timeout=self._timeout)
-        return self._conn
+    def __init__(
+        self,
+        url: str,
+        authorization: str,
+        *,
+        timeout_s: float = TIMEOUT_S,
+        http: blocking_client.BlockingClient | None = None,
+    ) -> None:
+        self.url = blocking_client.split_url(url)[0]
+        self._own = http is None
+        self._http = http or blocking_client.BlockingClient(
+            authorization, timeout_s=timeout_s, user_agent=USER_AGENT
+        )
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        if self._own:
+            self._http.close()
 
     def get(self, path: str) -> tuple[int, dict[str, str], bytes]:
-        """GET with one reconnect on a dropped keep-alive connection."""
-        for attempt in (0, 1):
-            conn = self._connection()
-            try:
-                conn.request("GET", path, headers=self._headers)
-                resp = conn.getresponse()
-                return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-            except (http.client.HTTPException, OSError) as e:
-                self.close()
-                if attempt:
-                    raise BrokerReadError(
-                        f"broker {self.url} did not answer GET {path.split('?')[0]}: {e}; "
-                        "check that it runs and is reachable from the Spark executors",
-                        "BROKER_UNREACHABLE",
-                    ) from e
-        raise AssertionError("unreachable")
+        """GET: a 2xx answer's status, headers (lower-case names) and body, or
+        ``BrokerReadError``. A kept-alive connection the broker closed is reopened once."""
+        try:
+            resp = self._http.request("GET", self.url + path)
+        except SluiceError as e:
+            raise _read_error(e, self.url, path) from None
+        return resp.status, resp.headers, resp.body
 
     def get_json(self, path: str) -> dict:
-        status, _, body = self.get(path)
-        doc = _json(body)
-        if status != 200:
-            raise _error(self.url, path, status, doc)
-        return doc
+        return _json(self.get(path)[2])
 
 
 def _json(body: bytes) -> dict:
@@ -108,10 +107,8 @@ def _json(body: bytes) -> dict:
     return doc if isinstance(doc, dict) else {"value": doc}
 
 
-def _error(url: str, path: str, status: int, doc: dict) -> BrokerReadError:
-    code = str(doc.get("error_code") or f"HTTP_{status}")
-    msg = doc.get("message") or f"HTTP {status}"
-    return BrokerReadError(f"{url} GET {path.split('?')[0]}: {code}: {msg}", code, doc)
+def _unreachable(error: Exception) -> bool:
+    return isinstance(error, BrokerReadError) and error.error_code == "BROKER_UNREACHABLE"
 
 
 def _path(topic: str, partition: int, tail: str) -> str:
@@ -127,39 +124,38 @@ class BrokerClient:
         api_key: str | None = None,
         *,
         cluster_secret: str | None = None,
-        timeout_s: float = 30.0,
+        timeout_s: float = TIMEOUT_S,
     ) -> None:
         self.bootstrap = [u.strip() for u in bootstrap.split(",") if u.strip()]
         if not self.bootstrap:
             raise ValueError("option 'bootstrap' needs at least one broker URL")
-        if bool(api_key) == bool(cluster_secret):
-            raise ValueError("give exactly one of an API key and the cluster secret")
-        self._auth = f"Bearer {api_key}" if api_key else f"Cluster {cluster_secret}"
-        self._timeout = timeout_s
+        self._auth = blocking_client.authorization(api_key, cluster_secret)
+        self._http = blocking_client.BlockingClient(
+            self._auth, timeout_s=timeout_s, user_agent=USER_AGENT
+        )
         self._conns: dict[str, BrokerConnection] = {}
 
     def conn(self, url: str) -> BrokerConnection:
         c = self._conns.get(url)
         if c is None:
-            c = self._conns[url] = BrokerConnection(url, self._auth, timeout_s=self._timeout)
+            c = self._conns[url] = BrokerConnection(url, self._auth, http=self._http)
         return c
 
     def close(self) -> None:
-        for c in self._conns.values():
-            c.close()
+        self._http.close()
         self._conns.clear()
 
     def metadata(self) -> dict:
         """``GET /sluice/v1/metadata`` from the first bootstrap broker that answers."""
-        last: Exception | None = None
-        for url in self.bootstrap:
-            try:
-                return self.conn(url).get_json("/sluice/v1/metadata")
-            except BrokerReadError as e:
-                if e.error_code != "BROKER_UNREACHABLE":
-                    raise
-                last = e
-        raise BrokerReadError(f"no bootstrap broker answered: {last}", "BROKER_UNREACHABLE")
+        path = "/sluice/v1/metadata"
+        try:
+            return blocking_client.first_answer(
+                self.bootstrap, lambda url: self.conn(url).get_json(path), move_on=_unreachable
+            )
+        except BrokerReadError as e:
+            if not _unreachable(e):
+                raise
+            raise BrokerReadError(f"no bootstrap broker answered: {e}", e.error_code) from e
 
     def partitions(self, topic: str) -> list[PartitionMeta]:
         doc = self.metadata()
@@ -194,10 +190,7 @@ class BrokerClient:
     ) -> tuple[bytes, dict[str, str]]:
         """Raw batches from ``offset`` (whole batches) and the response headers."""
         path = _path(meta.topic, meta.partition, f"batches?offset={offset}&max_bytes={max_bytes}")
-        url = self._leader_url(meta)
-        status, headers, body = self.conn(url).get(path)
-        if status != 200:
-            raise _error(url, path, status, _json(body))
+        _, headers, body = self.conn(self._leader_url(meta)).get(path)
         return body, headers
 
 
