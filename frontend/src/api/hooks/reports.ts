@@ -65,7 +65,8 @@ export function useUsageReport(granularity: "hour" | "day" = "hour", days = 7) {
 export function useRunReport() {
   const qc = useQueryClient();
   return useMutation({
-    mutationFn: (job: ReportJob) => unwrap(client.POST("/api/v1/reports/runs/", { body: { job } })),
+    mutationFn: (job: ReportJob) =>
+      unwrap(client.POST("/api/v1/reports/runs/", { body: { job, scope: "organisation" } })),
     onSuccess: () => qc.invalidateQueries({ queryKey: ["reports", "runs"] }),
   });
 }
