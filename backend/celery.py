@@ -12,10 +12,15 @@ beat schedule is ``SLUICE_ANALYTICS_SCHEDULE`` (``job=seconds,...``).
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+import threading
+import traceback
 from pathlib import Path
 
 from celery import Celery
-from celery.signals import beat_init, setup_logging, worker_init
+from celery.signals import beat_init, setup_logging, worker_init, worker_shutting_down
 
 app = Celery("sluice")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -68,5 +73,38 @@ def _logging(**kwargs) -> None:
     configure(settings.LOGGING)
 
 
+def stop_bound_s() -> float:
+    """How long a worker may take to stop after SIGTERM (``SLUICE_WORKER_STOP_S``, 15 s)."""
+    return float(os.environ.get("SLUICE_WORKER_STOP_S", "15"))
+
+
+def _bound_the_stop(sig=None, how=None, exitcode=None, **kwargs) -> None:
+    """Celery's warm shutdown waits for the running job however long it takes; past the
+    bound the worker logs what it was doing and exits (jobs are acknowledged late, so the
+    job runs again on the next worker)."""
+
+    def expire() -> None:
+        frames = sys._current_frames()
+        where = "".join(
+            f"thread {t.name}:\n" + "".join(traceback.format_stack(frames[t.ident]))
+            for t in threading.enumerate()
+            if t.ident in frames and t is not threading.current_thread()
+        )
+        logging.getLogger("sluice.analytics").error(
+            "the worker did not stop within %g s of %s; exiting. Threads:\n%s",
+            bound,
+            sig or "shutdown",
+            where,
+        )
+        logging.shutdown()
+        os._exit(4)
+
+    bound = stop_bound_s()
+    timer = threading.Timer(bound, expire)
+    timer.daemon = True
+    timer.start()
+
+
 worker_init.connect(_filesystem_dirs)
 beat_init.connect(_filesystem_dirs)
+worker_shutting_down.connect(_bound_the_stop)
