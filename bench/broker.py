@@ -42,7 +42,7 @@ from bench import redis_peer
 from bench.report import Metric
 from bench.storage import make_batch
 from brokernodes.records.header import peek_batch_size, read_header
-from tests.integration.conftest import BrokerProcess, free_port, make_metadata
+from harness.broker import BrokerProcess, free_port, make_metadata
 
 RECORD_VALUE = b"v" * 100
 E2E_ROUNDS = 5  # a quick run takes 3

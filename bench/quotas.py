@@ -155,9 +155,9 @@ def bootstrap_ratio(
 
 
 def _connect(broker_url: str, topic: str, key: str):
-    from tests.integration.control_plane.test_quotas_e2e import Producer
+    from harness.control_plane import RestProducer
 
-    return Producer(broker_url, topic, key)
+    return RestProducer(broker_url, topic, key)
 
 
 def _prober(conn, broker_url: str, topic: str, key: str) -> None:
@@ -238,8 +238,7 @@ def _recv(w: Worker, timeout: float):
 
 
 def run(quick: bool = False) -> list[Metric]:
-    from tests.integration.control_plane.conftest import start_control_plane
-    from tests.integration.control_plane.test_quotas_e2e import StaffSession, create_topic
+    from harness.control_plane import StaffSession, create_topic, start_control_plane
 
     hold_s = 11.0 if quick else 22.0
     cycles = 5 if quick else 24

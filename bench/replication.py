@@ -24,8 +24,8 @@ import aiohttp
 
 from bench.report import Metric
 from bench.storage import make_batch
-from tests.integration.conftest import BrokerLauncher
-from tests.integration.replication.cluster import start_static_cluster
+from harness.broker import BrokerLauncher
+from harness.cluster import start_static_cluster
 
 BINARY = "application/vnd.kafka.recordbatch.v2"
 TOPIC = "bench"

@@ -7,7 +7,6 @@ test: ``make bench BENCH=quotas`` (bench/quotas.py, docs/acls-and-quotas.md)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import statistics
 import threading
@@ -15,93 +14,13 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from http.client import HTTPConnection
-from http.cookiejar import CookieJar
 
-from .conftest import ControlPlane, http, wait_for
+from harness.control_plane import ControlPlane, StaffSession, create_topic, http, wait_for
+from harness.control_plane import RestProducer as Producer
 
-CLUSTER = "sluice-local"
 QUOTA = 100_000  # bytes/s
 VALUE_BYTES = 4_000
 LOAD_SECONDS = 11.0  # one quota window (11 samples of 1 s), as Kafka measures the rate
-
-
-class StaffSession:
-    """A platform staff user signed in to the console API (session cookie + CSRF token)."""
-
-    def __init__(self, cp: ControlPlane, username: str = "platform-staff") -> None:
-        password = "staff-password-for-tests-only"
-        cp.manage(
-            "shell",
-            "-c",
-            "from django.contrib.auth import get_user_model; "
-            f"get_user_model().objects.create_user({username!r}, password={password!r}, "
-            "is_staff=True)",
-        )
-        self.base = f"{cp.url}/api/v1/"
-        self.jar = CookieJar()
-        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
-        assert self.call("GET", "auth/csrf")[0] == 200
-        status, body = self.call("POST", "auth/login", {"username": username, "password": password})
-        assert status == 200, body
-
-    def _csrf(self) -> str:
-        return next((c.value for c in self.jar if c.name == "csrftoken"), "")
-
-    def call(self, method: str, path: str, body=None) -> tuple[int, dict]:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method)
-        req.add_header("Content-Type", "application/json")
-        req.add_header("X-CSRFToken", self._csrf())
-        try:
-            with self.opener.open(req, timeout=10) as r:
-                raw = r.read()
-                return r.status, (json.loads(raw) if raw else {})
-        except urllib.error.HTTPError as e:
-            with contextlib.closing(e):
-                raw = e.read()
-                return e.code, (json.loads(raw) if raw else {})
-
-    def set_quota(self, organisation: str, **limits) -> dict:
-        status, body = self.call("PATCH", f"platform/organisations/{organisation}/quota", limits)
-        assert status == 200, body
-        return body
-
-
-class Producer:
-    """JSON produce over one keep-alive connection (as a client with one request in flight)."""
-
-    def __init__(self, broker_url: str, topic: str, key: str) -> None:
-        u = urllib.parse.urlsplit(broker_url)
-        self.conn = HTTPConnection(u.hostname, u.port, timeout=30)
-        self.path = f"/v3/clusters/{CLUSTER}/topics/{topic}/records"
-        self.headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-
-    def send(self, value: str) -> tuple[int, dict, int, float]:
-        """(status, body, request bytes, latency s)."""
-        body = json.dumps({"partition_id": 0, "value": {"type": "STRING", "data": value}})
-        data = body.encode()
-        start = time.perf_counter()
-        self.conn.request("POST", self.path, data, self.headers)
-        resp = self.conn.getresponse()
-        raw = resp.read()
-        return resp.status, json.loads(raw), len(data), time.perf_counter() - start
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-def create_topic(cp: ControlPlane, broker, name: str, key: str) -> None:
-    status, body = cp.api(
-        "POST", "topics/", {"name": name, "partitions": 1, "replication_factor": 1}, key=key
-    )
-    assert status == 201, body
-
-    def known():
-        status, meta = http("GET", f"{broker.url}/sluice/v1/metadata", key=key)
-        return status == 200 and any(t["name"] == name for t in meta["topics"])
-
-    wait_for(f"the broker to learn topic {name}", known)
 
 
 def probe(producer: Producer, seconds: float, interval: float = 0.02) -> list[float]:
