@@ -232,7 +232,7 @@ class BlockingClient:
                     continue  # a kept-alive connection the broker closed meanwhile
                 verb = "lost the connection to" if reused else "cannot reach"
                 raise BrokerConnectionError(
-                    f"{verb} the broker at {origin}: {e or type(e).__name__}", url=url
+                    f"{verb} the broker at {origin}: {str(e) or type(e).__name__}", url=url
                 ) from None
             if resp.will_close:
                 conn.close()
