@@ -41,22 +41,15 @@ MAX_FENCES_PER_TICK = 16
 MAX_PARTITIONS_PER_TICK = 1000
 
 
-def _audit_unclean(a: PartitionAssignment, election: Election) -> None:
+def _audit_election(a: PartitionAssignment, election: Election, action: str, **extra) -> None:
+    """An audit event for an election that may have cost acknowledged records."""
     from backend.audit.services import audit_record
     from backend.core.context import RequestContext
 
     topic = a.topic
-    logger.warning(
-        "UNCLEAN leader election: topic %s partition %s now led by broker %s (epoch %s); "
-        "acknowledged records may be lost",
-        topic.topic_id,
-        a.partition,
-        election.leader,
-        election.registration.leader_epoch,
-    )
     audit_record(
         ctx=RequestContext.system(topic.organisation),
-        action="partition.unclean_leader_election",
+        action=action,
         object_type="topic",
         object_id=topic.topic_id,
         after={
@@ -64,22 +57,35 @@ def _audit_unclean(a: PartitionAssignment, election: Election) -> None:
             "partition": a.partition,
             "leader": election.leader,
             "leader_epoch": election.registration.leader_epoch,
-            "isr": list(election.registration.isr),
+            **extra,
         },
     )
 
 
-def _audit_recovery(a: PartitionAssignment, election: Election, logs: dict[int, ReplicaLog]):
-    from backend.audit.services import audit_record
-    from backend.core.context import RequestContext
+def _audit_unclean(a: PartitionAssignment, election: Election) -> None:
+    logger.warning(
+        "UNCLEAN leader election: topic %s partition %s now led by broker %s (epoch %s); "
+        "acknowledged records may be lost",
+        a.topic.topic_id,
+        a.partition,
+        election.leader,
+        election.registration.leader_epoch,
+    )
+    _audit_election(
+        a,
+        election,
+        "partition.unclean_leader_election",
+        isr=list(election.registration.isr),
+    )
 
-    topic = a.topic
+
+def _audit_recovery(a: PartitionAssignment, election: Election, logs: dict[int, ReplicaLog]):
     chosen = logs[election.leader]
     logger.warning(
         "unclean recovery: topic %s partition %s had every eligible replica (%s) restart "
         "uncleanly; broker %s has the longest log (last leader epoch %s, log end %s) and "
         "leads with epoch %s; records beyond it that no replica kept are lost",
-        topic.topic_id,
+        a.topic.topic_id,
         a.partition,
         sorted(logs),
         election.leader,
@@ -87,23 +93,13 @@ def _audit_recovery(a: PartitionAssignment, election: Election, logs: dict[int, 
         chosen.log_end_offset,
         election.registration.leader_epoch,
     )
-    audit_record(
-        ctx=RequestContext.system(topic.organisation),
-        action="partition.unclean_recovery",
-        object_type="topic",
-        object_id=topic.topic_id,
-        after={
-            "topic": topic.name,
-            "partition": a.partition,
-            "leader": election.leader,
-            "leader_epoch": election.registration.leader_epoch,
-            "replica_logs": {
-                str(b): {
-                    "last_leader_epoch": r.last_leader_epoch,
-                    "log_end_offset": r.log_end_offset,
-                }
-                for b, r in sorted(logs.items())
-            },
+    _audit_election(
+        a,
+        election,
+        "partition.unclean_recovery",
+        replica_logs={
+            str(b): {"last_leader_epoch": r.last_leader_epoch, "log_end_offset": r.log_end_offset}
+            for b, r in sorted(logs.items())
         },
     )
 
