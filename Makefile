@@ -59,6 +59,7 @@ faults: setup
 ## Benchmarks: `make bench` (all) or `make bench BENCH=storage [QUICK=1]`.
 bench: setup
 	$(PY) -m bench $(BENCH) $(if $(QUICK),--quick,)
+	$(PY) -m bench.perf_doc
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache .hypothesis .import_linter_cache

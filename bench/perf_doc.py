@@ -1,0 +1,203 @@
+"""Regenerate the figures in docs/performance.md from the results files in bench/results/.
+
+``make bench`` writes ``latest.json`` and a dated copy per run (bench/report.py), one section
+or all; ``make faults`` writes ``faults.json``. The page's tables are rebuilt from those files
+so that no figure in the docs is kept by hand: each metric shows its most recent measurement,
+whichever run of whichever section made it. Only the text between the page's markers changes.
+
+``python -m bench.perf_doc [--check]``: rewrite the page, or with ``--check`` exit 1 when the
+page differs from what the results files give.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.report import RESULTS_DIR
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
+BENCH_START = "<!-- bench-table:start (bench/perf_doc.py writes this part) -->"
+BENCH_END = "<!-- bench-table:end -->"
+FAULTS_START = "<!-- faults-table:start (bench/perf_doc.py writes this part) -->"
+FAULTS_END = "<!-- faults-table:end -->"
+FAULT_COLUMNS = (
+    "attempted",
+    "acknowledged",
+    "failed",
+    "unknown",
+    "lost",
+    "wrong_offset",
+    "duplicated",
+    "reordered",
+    "phantom",
+    "divergent",
+    "seconds_to_recover",
+)
+
+
+class PerfDocError(Exception):
+    """The page or a results file is not in the shape this generator needs."""
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One metric as its latest run recorded it, with the run's date and machine."""
+
+    metric: dict
+    generated_at: str
+    cpus: int | None
+
+
+def _load(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise PerfDocError(
+            f"{path}: not a readable results file ({exc}); delete or fix it"
+        ) from exc
+
+
+def latest_metrics(results_dir: Path = RESULTS_DIR) -> list[Measured]:
+    """Every metric found in the run files, each from the newest run that measured it."""
+    newest: dict[str, Measured] = {}
+    for path in sorted(results_dir.glob("*.json")):
+        doc = _load(path)
+        if "metrics" not in doc:
+            continue  # faults.json and other reports
+        stamp = str(doc.get("generated_at", ""))
+        cpus = (doc.get("machine") or {}).get("cpus")
+        for metric in doc["metrics"]:
+            seen = newest.get(metric["name"])
+            if seen is None or stamp >= seen.generated_at:
+                newest[metric["name"]] = Measured(metric, stamp, cpus)
+    return [newest[name] for name in sorted(newest)]
+
+
+def _figure(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return ""
+    text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.3g}"
+    return f"{text} {unit}".strip()
+
+
+def _target(m: dict) -> str:
+    sign = "≥" if m.get("better") == "higher" else "≤"
+    parts = []
+    if m.get("target_ratio") is not None:
+        parts.append(f"ratio {sign} {m['target_ratio']}")
+    if m.get("target_value") is not None:
+        parts.append(f"{sign} {_figure(m['target_value'], m.get('unit', ''))}")
+    return ", ".join(parts)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def bench_table(measured: list[Measured]) -> str:
+    """The benchmark figures as a Markdown table, then each metric's workload and peer."""
+    if not measured:
+        return (
+            "No benchmark results file in `bench/results/` yet: run `make bench` (or one section, "
+            "`make bench BENCH=<section>`) and this table is written from its results."
+        )
+    rows = [
+        "| metric | value | peer value | ratio | target | met | measured |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for item in measured:
+        m = item.metric
+        met = {True: "yes", False: "**no**", None: ""}[m.get("met")]
+        when = item.generated_at[:10] + (f", {item.cpus} CPUs" if item.cpus else "")
+        rows.append(
+            "| "
+            + " | ".join(
+                _cell(c)
+                for c in (
+                    f"`{m['name']}`",
+                    _figure(m["value"], m.get("unit", "")),
+                    _figure(m.get("peer_value")),
+                    "" if m.get("ratio") is None else f"{m['ratio']:.2f}",
+                    _target(m),
+                    met,
+                    when,
+                )
+            )
+            + " |"
+        )
+    details = [
+        f"- `{i.metric['name']}`: {_cell(i.metric.get('workload', ''))}"
+        + (f"; peer: {_cell(i.metric['peer'])}" if i.metric.get("peer") else "")
+        for i in measured
+    ]
+    return "\n".join([*rows, "", *details])
+
+
+def faults_table(results_dir: Path = RESULTS_DIR) -> str:
+    """The fault suite's counts per scenario (bench/results/faults.json) as a Markdown table."""
+    path = results_dir / "faults.json"
+    if not path.exists():
+        return "No `bench/results/faults.json` yet: `make faults` writes it."
+    doc = _load(path)
+    scenarios = doc.get("scenarios")
+    if not isinstance(scenarios, dict):
+        raise PerfDocError(f"{path}: no 'scenarios' object; rerun `make faults`")
+    length = "long run (`make faults`)" if doc.get("long") else "short run"
+    rows = [
+        f"Fault suite, {length}, {str(doc.get('generated_at', ''))[:10]}:",
+        "",
+        "| scenario | " + " | ".join(c.replace("_", " ") for c in FAULT_COLUMNS) + " |",
+        "|---|" + "---|" * len(FAULT_COLUMNS),
+    ]
+    for name in sorted(scenarios):
+        counts = scenarios[name]
+        cells = ["" if counts.get(c) is None else str(counts[c]) for c in FAULT_COLUMNS]
+        rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    if doc.get("columns"):
+        rows += ["", _cell(str(doc["columns"]))]
+    return "\n".join(rows)
+
+
+def _replace_between(text: str, start: str, end: str, body: str) -> str:
+    head, sep, rest = text.partition(start)
+    _old, sep2, tail = rest.partition(end)
+    if not sep or not sep2:
+        raise PerfDocError(f"docs/performance.md lacks the markers {start!r} ... {end!r}")
+    return f"{head}{start}\n{body}\n{end}{tail}"
+
+
+def render(text: str, results_dir: Path = RESULTS_DIR) -> str:
+    """The page's text with both generated parts rebuilt from ``results_dir``."""
+    text = _replace_between(text, BENCH_START, BENCH_END, bench_table(latest_metrics(results_dir)))
+    return _replace_between(text, FAULTS_START, FAULTS_END, faults_table(results_dir))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.perf_doc", description=__doc__)
+    parser.add_argument("--check", action="store_true", help="only report whether it is current")
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--doc", type=Path, default=DOC)
+    args = parser.parse_args(argv)
+    try:
+        old = args.doc.read_text()
+        new = render(old, args.results)
+    except (OSError, PerfDocError) as exc:
+        print(f"perf_doc: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        if new != old:
+            print(f"{args.doc} is not current: run `python -m bench.perf_doc`", file=sys.stderr)
+            return 1
+        return 0
+    if new != old:
+        args.doc.write_text(new)
+    print(f"{args.doc}: figures from {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
