@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -63,11 +65,13 @@ def internal_organisation():
 
 
 @transaction.atomic
-def ensure_internal_topics() -> None:
+def ensure_internal_topics(publish_topic: Callable[[Any], int]) -> None:
     """Create the internal topics that do not exist yet, once enough brokers are live to hold
-    them (see the module docstring)."""
-    from backend.cluster import services
+    them (see the module docstring). ``publish_topic`` is the cluster service that places a
+    new topic and appends its record: passed in, so this module never imports the services
+    that call it."""
     from backend.cluster.models import Broker
+    from backend.cluster.selectors import live_broker_ids
     from backend.topics.models import Topic
 
     if not getattr(settings, "SLUICE_CREATE_INTERNAL_TOPICS", True):
@@ -78,7 +82,7 @@ def ensure_internal_topics() -> None:
     ).count()
     if have == len(names):
         return
-    live = services.live_broker_ids()
+    live = live_broker_ids()
     if not live:
         return
     if len(live) < OFFSETS_REPLICATION_FACTOR:
@@ -104,4 +108,4 @@ def ensure_internal_topics() -> None:
             replication_factor=max(1, min(OFFSETS_REPLICATION_FACTOR, len(live))),
             configs=dict(configs),
         )
-        services.publish_topic(topic)
+        publish_topic(topic)

@@ -15,10 +15,17 @@ def broker_list() -> list[Broker]:
     return list(Broker.objects.all())
 
 
+def live_broker_ids() -> list[int]:
+    """Registered, unfenced brokers whose session has not expired."""
+    return list(
+        Broker.objects.filter(
+            last_heartbeat_at__gte=partitions.session_horizon(), fenced=False
+        ).values_list("broker_id", flat=True)
+    )
+
+
 def live_broker_urls() -> dict[int, str]:
     """``{broker_id: base URL}`` of the live brokers (recent heartbeats), by broker id."""
-    from backend.cluster.services import live_broker_ids
-
     live = set(live_broker_ids())
     return {
         b.broker_id: b.url.rstrip("/")

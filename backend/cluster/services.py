@@ -11,7 +11,9 @@ from django.utils import timezone
 
 from backend.cluster import metadata_log, partitions, placement
 from backend.cluster.errors import StaleBrokerEpoch
+from backend.cluster.internal_topics import ensure_internal_topics
 from backend.cluster.models import Broker, PartitionAssignment, ReplicaLogReport
+from backend.cluster.selectors import live_broker_ids
 from brokernodes.replication.controller import (
     PartitionRegistration,
     place_partition_increase,
@@ -24,15 +26,6 @@ TOPIC = "topic"
 API_KEY = "api_key"
 ACL = "acl"
 QUOTA = "quota"
-
-
-def live_broker_ids() -> list[int]:
-    """Registered, unfenced brokers whose session has not expired."""
-    return list(
-        Broker.objects.filter(
-            last_heartbeat_at__gte=partitions.session_horizon(), fenced=False
-        ).values_list("broker_id", flat=True)
-    )
 
 
 # --- brokers ---------------------------------------------------------------------------
@@ -82,9 +75,7 @@ def broker_register(*, broker_id: int, url: str, clean_shutdown: bool = True) ->
                     changed[a] = new
         commit_partition_changes(changed)
     assign_unplaced_partitions()
-    from backend.cluster.internal_topics import ensure_internal_topics
-
-    ensure_internal_topics()  # __consumer_offsets, once a broker can hold it
+    ensure_internal_topics(publish_topic)  # __consumer_offsets, once a broker can hold it
     return broker
 
 
@@ -126,9 +117,8 @@ def broker_heartbeat(
         record_replica_logs(broker, replica_logs)
     if not was_live:
         assign_unplaced_partitions()
-    from backend.cluster.internal_topics import ensure_internal_topics
-
-    ensure_internal_topics()  # after the grace period, when fewer brokers than wanted are live
+    # after the grace period, when fewer brokers than wanted are live
+    ensure_internal_topics(publish_topic)
     return broker
 
 

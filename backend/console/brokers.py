@@ -14,8 +14,7 @@ from typing import Any
 from django.conf import settings
 
 from backend.cluster.models import Broker, PartitionAssignment
-from backend.cluster.selectors import live_broker_urls
-from backend.cluster.services import live_broker_ids
+from backend.cluster.selectors import live_broker_ids, live_broker_urls
 from backend.core.exceptions import ApplicationError
 from brokernodes import blocking_client, errors
 

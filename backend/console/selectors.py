@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from backend.cluster import partitions as cluster_partitions
 from backend.cluster.models import Broker, PartitionAssignment
-from backend.cluster.services import live_broker_ids
+from backend.cluster.selectors import live_broker_ids
 from backend.console import brokers
 from backend.console.credentials import console_token
 from backend.console.filters import JsonPath, as_text, header_matches, json_path_matches

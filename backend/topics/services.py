@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from backend.audit.services import audit_record
+from backend.cluster import selectors as cluster_selectors
 from backend.cluster import services as cluster
 from backend.core.context import RequestContext
 from backend.core.exceptions import InvalidConfig, QuotaExceeded, TopicAlreadyExists
@@ -59,7 +60,7 @@ def _check_quota(org: Organisation, *, new_topics: int, new_partitions: int) -> 
 def _max_rf() -> int:
     """The largest replication factor: the setting, capped by the live brokers when any are
     registered (with none yet, partitions are placed when the first one registers)."""
-    live = len(cluster.live_broker_ids())
+    live = len(cluster_selectors.live_broker_ids())
     cap = int(settings.SLUICE_MAX_REPLICATION_FACTOR)
     return min(cap, live) if live else cap
 

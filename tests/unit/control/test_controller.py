@@ -13,7 +13,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from backend.audit.models import AuditEvent
-from backend.cluster import controller, metadata_log, partition_services, services
+from backend.cluster import controller, metadata_log, partition_services, selectors, services
 from backend.cluster import lease as leases
 from backend.cluster.models import Broker, ControllerLease, MetadataRecord, PartitionAssignment
 from backend.core.context import RequestContext
@@ -178,7 +178,7 @@ def test_broker_death_fences_it_and_moves_leadership(cluster):
             assert a.leader == before[p].leader and a.leader_epoch == before[p].leader_epoch
         assert record["partitions"][p]["leader"] == a.leader
         assert record["partitions"][p]["partition_epoch"] == a.partition_epoch
-    assert victim not in services.live_broker_ids()
+    assert victim not in selectors.live_broker_ids()
     # the fenced broker heartbeats again: unfenced once it has seen its fencing record
     c = cluster_client()
     body = {"broker_id": victim, "broker_epoch": epochs[victim], "metadata_version": 0}
@@ -186,7 +186,7 @@ def test_broker_death_fences_it_and_moves_leadership(cluster):
     assert r.json()["fenced"] is True
     body["metadata_version"] = metadata_log.head()[0]
     r = c.post("/internal/v1/brokers/heartbeat", body, format="json")
-    assert r.json()["fenced"] is False and victim in services.live_broker_ids()
+    assert r.json()["fenced"] is False and victim in selectors.live_broker_ids()
 
 
 def test_last_isr_member_dies_elr_then_unclean_only_when_enabled(cluster):
