@@ -16,7 +16,7 @@ import time
 from tests.faults.cluster import BROKER_IDS, FAULT_ENV, FaultCluster, FaultTopic
 from tests.faults.conftest import long_run
 from tests.faults.history import History
-from tests.faults.load import LoadProducer, Reader, drain, read_replicas
+from tests.faults.load import LoadProducer, Reader, drain, leader_urls, read_replicas
 from tests.faults.test_failover import post
 from tests.integration.control_plane.conftest import wait_for
 
@@ -122,22 +122,32 @@ def test_leader_cut_from_the_controller_is_fenced(cluster: FaultCluster, report)
     cluster.control[leader].set_cut(True)
     new = cluster.wait_leader(run.topic, not_in=(leader,), timeout=SESSION_S + 30)
     elected_at = time.monotonic()
-    # the write in flight at the election is answered within the acks=all timeout; the
-    # next one is sent more than a second after it
-    time.sleep(ACKS_TIMEOUT_S + 1.5)
+    # the new leader has taken over once its own metadata names it (until then it may
+    # still fetch from the old one as a follower, and a write it fetched is safe on it)
+    own = cluster.brokers[new].url
+    wait_for(
+        f"broker {new} to act as leader",
+        lambda: leader_urls([own], cluster.api_key, run.topic.name).get(0) == cluster.net[new].url,
+        30,
+    )
+    took_over_at = time.monotonic()
+    # the write in flight then is answered within the acks=all timeout; the next one is
+    # sent after the margin below
+    time.sleep(ACKS_TIMEOUT_S + 1.0)
     writer.stop()
     verdict = run.finish()
     writer.join()
-    # a write sent before the new leader applied its promotion may still commit on the
-    # old ISR; a second is far more than metadata propagation takes on loopback. One sent
-    # later must never be acknowledged, before or after the cut heals.
-    late = writer.acknowledged(elected_at + 1.0)
+    # a fetch the new leader sent just before it took over still counts for the records
+    # below its offset: half a second of margin. A write sent later must never be
+    # acknowledged, before or after the cut heals.
+    late = writer.acknowledged(took_over_at + 0.5)
     acked_during = len(writer.acknowledged(elected_at - SESSION_S))
     assert not late, f"the fenced leader {leader} acknowledged {late[:10]}"
     assert verdict.acknowledged > 0
     report(
         verdict,
         new_leader=new,
+        seconds_from_election_to_takeover=round(took_over_at - elected_at, 3),
         stale_writes=len(writer.sent),
         stale_statuses=writer.statuses,
         stale_acks_around_election=acked_during,
