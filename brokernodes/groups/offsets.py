@@ -41,9 +41,13 @@ def validate_commit(
       GROUP_ID_NOT_FOUND;
     - an admin/standalone commit (no member id, epoch -1) needs an empty or absent group;
     - offsets must be >= 0 (INVALID_REQUEST) and, when ``log_end_offsets`` is given, name a
-      known partition (UNKNOWN_TOPIC_OR_PARTITION) and not lie beyond its log end offset
-      (OFFSET_OUT_OF_RANGE). Kafka itself does not check the log end; Sluice does, so a typo
-      cannot make a group silently skip records that have not been written yet.
+      known partition (UNKNOWN_TOPIC_OR_PARTITION); an admin or standalone commit (no
+      member) must not lie beyond the partition's end (OFFSET_OUT_OF_RANGE). Kafka itself
+      does not check the end; Sluice does for commits a person types, so a typo cannot make
+      a group silently skip records not written yet. A member's commit is not checked
+      against it: a member commits positions it fetched, and right after a failover the new
+      leader's high watermark can trail the old one's for a fetch round, which would refuse
+      a valid commit of records already read.
     """
     if group is None:
         if member_id or member_epoch >= 0:
@@ -60,7 +64,7 @@ def validate_commit(
             end = log_end_offsets.get(TopicPartition(*tp))
             if end is None:
                 raise UnknownTopicOrPartitionError(f"unknown partition {tp[0]}-{tp[1]}")
-            if offset > end:
+            if offset > end and not member_id:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} for {tp[0]}-{tp[1]} is beyond the log end offset {end}"
                 )

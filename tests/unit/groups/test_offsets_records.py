@@ -86,7 +86,10 @@ def test_bad_offsets_and_groups():
     with pytest.raises(InvalidGroupRequestError, match="non-negative"):
         validate_commit(g, "m2", 2, {TP("t", 0): -1})
     with pytest.raises(OffsetOutOfRangeError, match="beyond the log end offset 10"):
-        validate_commit(g, "m2", 2, {TP("t", 0): 11}, log_end_offsets=ends)
+        validate_commit(None, None, -1, {TP("t", 0): 11}, log_end_offsets=ends, group_id="g")
+    # a member commits what it fetched: a new leader's end trailing the old one's (right
+    # after a failover) must not refuse it
+    validate_commit(g, "m2", 2, {TP("t", 0): 11}, log_end_offsets=ends)
     with pytest.raises(UnknownTopicOrPartitionError):
         validate_commit(g, "m2", 2, {TP("u", 0): 1}, log_end_offsets=ends)
     with pytest.raises(GroupIdNotFoundError):
