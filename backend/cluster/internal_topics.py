@@ -5,7 +5,8 @@ Tenants cannot name topics starting with ``__`` (``topics.configs``), so interna
 belong to one internal organisation (slug ``sluice-internal``) that no user or service
 account is a member of: its topics reach every broker through the metadata log like any
 other topic (placement, leaders, ISR), while no tenant view lists them and no tenant key can
-read them. Brokers find ``__consumer_offsets`` by name (``brokernodes.server.offsets_topic``).
+read them. Brokers find ``__consumer_offsets`` by name
+(``brokernodes.server.coordinator.offsets_topic``).
 
 ``ensure_internal_topics`` runs when a broker registers or heartbeats
 (``cluster.services``). Its replication factor is ``SLUICE_OFFSETS_TOPIC_REPLICATION_FACTOR``

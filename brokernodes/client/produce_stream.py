@@ -33,7 +33,7 @@ __all__ = ["WS_PRODUCE_PATH", "ProduceStream", "ProduceStreams", "encode_binary_
 
 WS_PRODUCE_PATH = "/sluice/v1/ws/produce"
 # The binary produce frame's header (docs/data-plane-api.md; the broker parses it in
-# brokernodes.server.ws_protocol): version, request id, partition, topic length, then the
+# brokernodes.server.protocol.ws_frames): version, request id, partition, topic length, then the
 # topic name in UTF-8 and the batches.
 _FRAME_VERSION = 1
 _FRAME_HEADER = struct.Struct(">BQiH")

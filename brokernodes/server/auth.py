@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from brokernodes.errors import TopicAuthorizationFailedError, UnauthenticatedError
 from brokernodes.security.acl import Authorizer
-from brokernodes.server.metadata import ClusterMetadata, current_tenant
+from brokernodes.server.metadata.cluster import ClusterMetadata, current_tenant
 
 _DUMMY_DIGEST = "0" * 64
 

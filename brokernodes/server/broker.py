@@ -2,8 +2,8 @@
 
 It owns the metadata source, the replica manager (partitions), the producer id allocator,
 the metrics registry and the keyless-record partitioners, and offers the operations handlers
-share (``authorize``, ``produce_entries``). The aiohttp app is built by ``http.build_app``;
-a WebSocket module registers its routes through ``register_ws_routes(app, broker)``.
+share (``authorize``, ``produce_entries``). The aiohttp app is built by ``app.build_app``
+from the route handlers in ``http/`` and ``ws/``.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from brokernodes.records.batch import Record, encode_batch
 from brokernodes.server.auth import Principal, authorize
 from brokernodes.server.config import BrokerConfig
 from brokernodes.server.connections import ConnectionQuotas, current_connection
-from brokernodes.server.group_coordinator import GroupCoordinator
-from brokernodes.server.json_records import ProduceEntry
-from brokernodes.server.metadata import ClusterMetadata, MetadataSource, TopicInfo
+from brokernodes.server.coordinator.group_coordinator import GroupCoordinator
+from brokernodes.server.metadata.cluster import ClusterMetadata, MetadataSource, TopicInfo
 from brokernodes.server.metrics import BrokerMetrics
 from brokernodes.server.operator import operator_principal
-from brokernodes.server.partition import AppendResult, Partition
 from brokernodes.server.producer_ids import ProducerIdManager
-from brokernodes.server.replica_manager import ReplicaManager
+from brokernodes.server.protocol.json_records import ProduceEntry
+from brokernodes.server.replica.manager import ReplicaManager
+from brokernodes.server.replica.partition import AppendResult, Partition
 from brokernodes.server.throttle import QuotaEnforcer, tenant_stored_bytes
 from brokernodes.server.usage import UsageMeter
 from brokernodes.server.ws_registry import WebSocketRegistry

@@ -20,12 +20,12 @@ class BrokerConfig:
     port: int
     host: str = "127.0.0.1"
     loop: str = "uvloop"
-    http_front: str = "fast"  # "aiohttp": no lean produce front (brokernodes.server.fast_http)
+    http_front: str = "fast"  # "aiohttp": no lean produce front (brokernodes.server.http.fast)
     fetch_path: str = "sendfile"  # or "copy": read + write, for the CPU-per-GiB comparison
     fsync: bool = True  # False: never fsync (benchmarks/tests only; durability is gone)
     max_request_bytes: int = 16 * 1024 * 1024
     body_timeout_s: float = 30.0  # a whole request body must arrive within this
-    # connection limits (brokernodes.server.connection_limits; docs/data-plane-api.md)
+    # connection limits (brokernodes.server.http.connection_limits; docs/data-plane-api.md)
     request_head_timeout_s: float = 20.0  # a whole request head, from its first byte
     connections_max_idle_s: float = 600.0  # Kafka's connections.max.idle.ms
     max_unauthenticated_connections: int = 0  # 0: derived from the open-file limit

@@ -25,26 +25,26 @@ from aiohttp import web
 
 from brokernodes.errors import UnauthenticatedError
 from brokernodes.server import stop_deadline
+from brokernodes.server.app import build_app
 from brokernodes.server.broker import Broker
 from brokernodes.server.config import BrokerConfig, parse_args
-from brokernodes.server.connection_limits import (
+from brokernodes.server.http.connection_limits import (
     ConnectionLimits,
     UnauthenticatedConnections,
     limits_for,
     raise_nofile_limit,
 )
-from brokernodes.server.fast_http import FastRoutes, FastServer
-from brokernodes.server.http import build_app
-from brokernodes.server.http_handler import guarded_factory
-from brokernodes.server.http_util import BROKER_KEY
-from brokernodes.server.metadata import (
+from brokernodes.server.http.fast import FastRoutes, FastServer
+from brokernodes.server.http.handler import guarded_factory
+from brokernodes.server.http.util import BROKER_KEY
+from brokernodes.server.metadata.client import ControlPlaneMetadataSource, offline_replica_logs
+from brokernodes.server.metadata.cluster import (
     ClusterMetadata,
     MetadataError,
     MetadataSource,
     StaticMetadataSource,
 )
-from brokernodes.server.metadata_client import ControlPlaneMetadataSource, offline_replica_logs
-from brokernodes.server.replication_metrics import ReplicationCollector
+from brokernodes.server.replica.metrics import ReplicationCollector
 from brokernodes.storage.recovery import CLEAN_SHUTDOWN_FILE
 
 logger = logging.getLogger("sluice.broker")

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from brokernodes.server.metadata import current_tenant
+from brokernodes.server.metadata.cluster import current_tenant
 
 LATENCY_BUCKETS = (
     0.0005,

@@ -14,7 +14,7 @@ import hmac
 
 from brokernodes.errors import UnauthenticatedError
 from brokernodes.server.auth import Principal
-from brokernodes.server.metadata import current_tenant
+from brokernodes.server.metadata.cluster import current_tenant
 
 OPERATOR = Principal("Cluster:operator", "", None)
 READ_OPERATIONS = frozenset({"READ", "DESCRIBE", "DESCRIBE_CONFIGS"})

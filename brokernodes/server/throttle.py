@@ -34,7 +34,7 @@ from brokernodes.security.quotas import (
 
 if TYPE_CHECKING:
     from brokernodes.server.auth import Principal
-    from brokernodes.server.metadata import ClusterMetadata
+    from brokernodes.server.metadata.cluster import ClusterMetadata
     from brokernodes.server.metrics import BrokerMetrics
 
 logger = logging.getLogger("sluice.broker.quotas")

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from brokernodes.records.batch import Record, encode_batch
-from brokernodes.server.metadata import current_tenant
+from brokernodes.server.metadata.cluster import current_tenant
 
 logger = logging.getLogger("sluice.broker.usage")
 

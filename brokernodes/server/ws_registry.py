@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from brokernodes.errors import SluiceError
-from brokernodes.server.responses import status_for
+from brokernodes.server.protocol.responses import status_for
 from brokernodes.server.tenant_caps import TenantCap, streams_cap
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The lean HTTP/1.1 front (``brokernodes.server.fast_http``): it answers the produce routes
+"""The lean HTTP/1.1 front (``brokernodes.server.http.fast``): it answers the produce routes
 exactly as aiohttp does, and hands any other request's connection to aiohttp intact."""
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ import time
 import aiohttp
 import pytest
 
+from brokernodes.server.app import build_app
 from brokernodes.server.broker import Broker
 from brokernodes.server.config import BrokerConfig
-from brokernodes.server.http import build_app
-from brokernodes.server.metadata import StaticMetadataSource
+from brokernodes.server.metadata.cluster import StaticMetadataSource
 from tests.integration.broker.util import raw_request, status_of
 from tests.integration.conftest import DEFAULT_TOPICS
 

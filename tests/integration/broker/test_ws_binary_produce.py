@@ -11,7 +11,7 @@ import struct
 import aiohttp
 
 from brokernodes.client.produce_stream import encode_binary_produce_header
-from brokernodes.server.ws_protocol import MAX_BINARY_HEADER_BYTES
+from brokernodes.server.protocol.ws_frames import MAX_BINARY_HEADER_BYTES
 from tests.integration.broker.test_ws import connect, recv_error_then_close, recv_json, run
 from tests.integration.broker.util import batch, fetch_all_values
 

@@ -18,7 +18,7 @@ from backend.cluster.models import Broker
 from backend.console import traffic
 from backend.console.traffic import tenant_byte_counters
 from backend.tenancy import roles
-from brokernodes.server.metadata import current_tenant
+from brokernodes.server.metadata.cluster import current_tenant
 from brokernodes.server.metrics import BrokerMetrics
 from tests.integration.conftest import free_port
 

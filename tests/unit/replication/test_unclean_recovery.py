@@ -12,9 +12,9 @@ from brokernodes.records.batch import Record, encode_batch
 from brokernodes.replication import controller as ctl
 from brokernodes.replication import errors
 from brokernodes.replication.leader import AlterPartitionRequest
-from brokernodes.server.metadata import PartitionInfo
-from brokernodes.server.metadata_client import offline_replica_logs
-from brokernodes.server.partition import Partition
+from brokernodes.server.metadata.client import offline_replica_logs
+from brokernodes.server.metadata.cluster import PartitionInfo
+from brokernodes.server.replica.partition import Partition
 
 Reg = ctl.PartitionRegistration
 Log = ctl.ReplicaLog

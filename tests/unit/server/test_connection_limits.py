@@ -16,7 +16,8 @@ from aiohttp import web
 from brokernodes.errors import InvalidRequestError
 from brokernodes.security.quotas import ClientQuotas, QuotaManager
 from brokernodes.server.auth import Principal
-from brokernodes.server.connection_limits import (
+from brokernodes.server.connections import ConnectionQuotas
+from brokernodes.server.http.connection_limits import (
     PENDING_BYTES_PER_CONNECTION,
     UNAUTHENTICATED_MEMORY_BUDGET,
     ConnectionLimits,
@@ -24,10 +25,9 @@ from brokernodes.server.connection_limits import (
     limits_for,
     unauthenticated_caps,
 )
-from brokernodes.server.connections import ConnectionQuotas
-from brokernodes.server.fast_http import MAX_FAST_BODY, MAX_HEAD, FastRoutes, FastServer
-from brokernodes.server.http_handler import MalformedRequestLog
-from brokernodes.server.params import int_param, partition_param
+from brokernodes.server.http.fast import MAX_FAST_BODY, MAX_HEAD, FastRoutes, FastServer
+from brokernodes.server.http.handler import MalformedRequestLog
+from brokernodes.server.protocol.params import int_param, partition_param
 from brokernodes.server.throttle import DataPlaneQuotaExceededError
 
 
@@ -149,7 +149,7 @@ def test_the_soft_open_file_limit_is_raised_to_the_hard_one():
     if hard == resource.RLIM_INFINITY or hard <= 256:
         pytest.skip("needs a finite hard limit above 256")
     code = (
-        "import resource; from brokernodes.server.connection_limits import raise_nofile_limit;"
+        "import resource; from brokernodes.server.http.connection_limits import raise_nofile_limit;"
         "print(raise_nofile_limit(), resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
     )
     out = subprocess.run(

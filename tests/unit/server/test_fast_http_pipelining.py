@@ -11,7 +11,7 @@ import asyncio
 import pytest
 from aiohttp import web
 
-from brokernodes.server.fast_http import FastRoutes, FastServer
+from brokernodes.server.http.fast import FastRoutes, FastServer
 
 
 class RecordingTransport(asyncio.Transport):

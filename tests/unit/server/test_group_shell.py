@@ -7,14 +7,14 @@ import pytest
 
 from brokernodes.errors import InvalidRequestError
 from brokernodes.groups import ResetStrategy
-from brokernodes.server import cursor as cursors
-from brokernodes.server.http_groups import health, reset_spec
-from brokernodes.server.offsets_topic import (
+from brokernodes.server.coordinator.offsets_topic import (
     java_string_hash,
     partition_for,
     qualify,
     unqualify,
 )
+from brokernodes.server.http.groups import health, reset_spec
+from brokernodes.server.protocol import cursor as cursors
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from brokernodes.errors import OffsetOutOfRangeError
+from brokernodes.server.app import build_app
 from brokernodes.server.broker import Broker
 from brokernodes.server.config import BrokerConfig
-from brokernodes.server.http import build_app
-from brokernodes.server.metadata import StaticMetadataSource
+from brokernodes.server.metadata.cluster import StaticMetadataSource
 
 
 def test_unexpected_errors_are_500_with_a_logged_request_id(tmp_path, caplog):

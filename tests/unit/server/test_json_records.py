@@ -4,7 +4,7 @@ import pytest
 
 from brokernodes.errors import InvalidRequestError
 from brokernodes.records.batch import DecodedRecord
-from brokernodes.server.json_records import (
+from brokernodes.server.protocol.json_records import (
     format_timestamp,
     parse_batch,
     parse_entry,

@@ -18,9 +18,9 @@ from brokernodes.errors import (
     UnknownTopicOrPartitionError,
 )
 from brokernodes.server import auth
-from brokernodes.server.metadata import current_tenant
-from brokernodes.server.metadata_client import ControlPlaneMetadataSource
-from brokernodes.server.metadata_image import apply_records, build_image
+from brokernodes.server.metadata.client import ControlPlaneMetadataSource
+from brokernodes.server.metadata.cluster import current_tenant
+from brokernodes.server.metadata.image import apply_records, build_image
 
 ORG_A, ORG_B = "org-a", "org-b"
 SECRET_A, SECRET_B = "secret-a", "secret-b"
@@ -208,7 +208,7 @@ def test_unknown_client_address_fails_closed():
 
 
 def test_static_keys_have_no_tenant_and_everything_is_allowed():
-    from brokernodes.server.metadata import parse_metadata
+    from brokernodes.server.metadata.cluster import parse_metadata
 
     img = parse_metadata(
         {

@@ -10,16 +10,16 @@ from brokernodes.errors import (
     UnknownTopicOrPartitionError,
 )
 from brokernodes.server.auth import authenticate, authorize, parse_bearer
-from brokernodes.server.metadata import MetadataError, StaticMetadataSource, parse_metadata
-from brokernodes.server.params import (
+from brokernodes.server.metadata.cluster import MetadataError, StaticMetadataSource, parse_metadata
+from brokernodes.server.producer_ids import COUNTER_BITS, ProducerIdManager
+from brokernodes.server.protocol.params import (
     acks_param,
     choice_param,
     int_param,
     partition_param,
     timestamp_param,
 )
-from brokernodes.server.producer_ids import COUNTER_BITS, ProducerIdManager
-from brokernodes.server.responses import error_body, status_for
+from brokernodes.server.protocol.responses import error_body, status_for
 
 DOC = {
     "cluster_id": "c",

@@ -14,9 +14,9 @@ from brokernodes.errors import (
 )
 from brokernodes.records.batch import Record, encode_batch
 from brokernodes.server.config import BrokerConfig
-from brokernodes.server.metadata import StaticMetadataSource
-from brokernodes.server.replica_manager import ReplicaManager
-from brokernodes.server.sendfile import close_slices, open_slices
+from brokernodes.server.http.sendfile import close_slices, open_slices
+from brokernodes.server.metadata.cluster import StaticMetadataSource
+from brokernodes.server.replica.manager import ReplicaManager
 from brokernodes.storage.files import FileSlice
 
 

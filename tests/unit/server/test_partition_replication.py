@@ -22,10 +22,10 @@ from brokernodes.records.header import (
 from brokernodes.replication.errors import NotEnoughReplicasAfterAppendError
 from brokernodes.replication.leader import AlterPartitionResponse
 from brokernodes.server.main import logs_shut_down_cleanly
-from brokernodes.server.metadata import PartitionInfo, parse_metadata
-from brokernodes.server.partition import Partition, is_disk_failure
-from brokernodes.server.replication_errors import FencedLeaderEpochError, UnknownLeaderEpochError
-from brokernodes.server.scrubber import find_corruption
+from brokernodes.server.metadata.cluster import PartitionInfo, parse_metadata
+from brokernodes.server.replica.errors import FencedLeaderEpochError, UnknownLeaderEpochError
+from brokernodes.server.replica.partition import Partition, is_disk_failure
+from brokernodes.server.replica.scrubber import find_corruption
 from brokernodes.storage.config import LogConfig
 from brokernodes.storage.log import PartitionLog
 from brokernodes.storage.producer_state import ProducerStateManager

@@ -11,11 +11,11 @@ import time
 from aiohttp.test_utils import TestClient, TestServer
 
 from brokernodes.records.batch import Record, encode_batch
+from brokernodes.server.app import build_app
 from brokernodes.server.broker import Broker
 from brokernodes.server.config import BrokerConfig
-from brokernodes.server.http import build_app
-from brokernodes.server.metadata import ClusterMetadata, MetadataSource, current_tenant
-from brokernodes.server.metadata_image import build_image
+from brokernodes.server.metadata.cluster import ClusterMetadata, MetadataSource, current_tenant
+from brokernodes.server.metadata.image import build_image
 
 ORG = "3f1c0b52-0000-4000-8000-000000000001"
 

@@ -10,9 +10,9 @@ import pytest
 
 from brokernodes.security.quotas import QuotaKind
 from brokernodes.server.auth import Principal
-from brokernodes.server.metadata_image import build_image
+from brokernodes.server.metadata.image import build_image
 from brokernodes.server.metrics import BrokerMetrics
-from brokernodes.server.responses import error_body, status_for
+from brokernodes.server.protocol.responses import error_body, status_for
 from brokernodes.server.throttle import (
     DataPlaneQuotaExceededError,
     QuotaEnforcer,

@@ -10,9 +10,9 @@ import pytest
 
 from brokernodes.errors import UnknownTopicOrPartitionError
 from brokernodes.server.config import BrokerConfig
-from brokernodes.server.metadata import MetadataSource, current_tenant
-from brokernodes.server.metadata_image import apply_records, build_image
-from brokernodes.server.replica_manager import ReplicaManager
+from brokernodes.server.metadata.cluster import MetadataSource, current_tenant
+from brokernodes.server.metadata.image import apply_records, build_image
+from brokernodes.server.replica.manager import ReplicaManager
 
 from .test_metadata_log_client import topic
 

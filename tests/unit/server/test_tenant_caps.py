@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from brokernodes.security.quotas import ClientQuotas, QuotaManager
-from brokernodes.server.responses import error_body, status_for
+from brokernodes.server.protocol.responses import error_body, status_for
 from brokernodes.server.tenant_caps import TenantCap, TooManyStreamsError
 from brokernodes.server.ws_registry import WebSocketRegistry, WebSocketSession
 

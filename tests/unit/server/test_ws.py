@@ -13,13 +13,12 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from brokernodes.errors import InvalidRequestError, UnauthenticatedError
 from brokernodes.records.batch import Record, encode_batch
+from brokernodes.server.app import build_app
 from brokernodes.server.broker import Broker
 from brokernodes.server.config import BrokerConfig
-from brokernodes.server.http import build_app
-from brokernodes.server.json_records import render_batches
-from brokernodes.server.metadata import StaticMetadataSource
-from brokernodes.server.ws_produce import InFlightWindow
-from brokernodes.server.ws_protocol import (
+from brokernodes.server.metadata.cluster import StaticMetadataSource
+from brokernodes.server.protocol.json_records import render_batches
+from brokernodes.server.protocol.ws_frames import (
     ProtocolViolation,
     RequestError,
     auth_token,
@@ -28,6 +27,7 @@ from brokernodes.server.ws_protocol import (
     parse_credit,
     parse_produce_request,
 )
+from brokernodes.server.ws.produce import InFlightWindow
 from brokernodes.server.ws_registry import WebSocketRegistry, WebSocketSession, close_code_for
 
 # --- protocol -------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from brokernodes.client.produce_stream import answer_error, encode_binary_produce_header
-from brokernodes.server.ws_protocol import (
+from brokernodes.server.protocol.ws_frames import (
     MAX_BINARY_HEADER_BYTES,
     ProtocolViolation,
     RequestError,

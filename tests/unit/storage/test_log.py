@@ -19,7 +19,7 @@ from brokernodes.errors import (
 from brokernodes.records import batch as records_batch
 from brokernodes.records.compression import Compression
 from brokernodes.records.header import read_header
-from brokernodes.server.partition import is_disk_failure
+from brokernodes.server.replica.partition import is_disk_failure
 from brokernodes.storage.config import LogConfig
 from brokernodes.storage.log import (
     CLEAN_SHUTDOWN_FILE,

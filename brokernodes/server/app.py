@@ -1,0 +1,133 @@
+"""The aiohttp application: routes, and the middleware every request passes through
+(latency histogram, error mapping to JSON bodies, request ids for unexpected failures)."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+from aiohttp import hdrs, web
+
+from brokernodes.errors import (
+    InvalidRequestError,
+    MethodNotAllowedError,
+    NotFoundError,
+    RequestTooLargeError,
+    SluiceError,
+)
+from brokernodes.server.auth import client_host, current_client_host
+from brokernodes.server.broker import Broker
+from brokernodes.server.connections import current_connection
+from brokernodes.server.http import admin as http_admin
+from brokernodes.server.http import consumers as http_consumers
+from brokernodes.server.http import fetch as http_fetch
+from brokernodes.server.http import groups as http_groups
+from brokernodes.server.http import produce as http_produce
+from brokernodes.server.http import replication as http_replication
+from brokernodes.server.http import segments as http_segments
+from brokernodes.server.http.util import BROKER_KEY, error_response
+from brokernodes.server.ws import groups as ws_groups
+from brokernodes.server.ws import routes as ws_routes
+
+logger = logging.getLogger("sluice.broker.http")
+
+
+def _http_exception_error(exc: web.HTTPException, request: web.Request) -> SluiceError:
+    if exc.status == 404:
+        return NotFoundError(f"no route for {request.method} {request.path}")
+    if exc.status == 405:
+        allowed = ", ".join(sorted(getattr(exc, "allowed_methods", ()) or ()))
+        return MethodNotAllowedError(
+            f"{request.method} is not allowed on {request.path}"
+            + (f"; use {allowed}" if allowed else "")
+        )
+    if exc.status == 413:
+        return RequestTooLargeError("request body too large")
+    err = SluiceError(exc.reason or "request failed")
+    err.error_code = "INVALID_REQUEST" if exc.status < 500 else "UNKNOWN_SERVER_ERROR"
+    return err
+
+
+def check_request(request: web.Request, max_request_bytes: int) -> None:
+    """What every route refuses before its handler runs: an HTTP/1.1 request without
+    ``Host`` (RFC 9112 requires it), and a body announced over the request limit (413 on
+    every route, also those that never read a body)."""
+    if hdrs.HOST not in request.headers and getattr(request, "version", (1, 1)) >= (1, 1):
+        raise InvalidRequestError("an HTTP/1.1 request needs a Host header (RFC 9112, 3.2)")
+    length = request.content_length
+    if length is not None and length > max_request_bytes:
+        raise RequestTooLargeError(
+            f"request body of {length} bytes is over this broker's limit of "
+            f"{max_request_bytes} bytes; send smaller requests"
+        )
+
+
+def make_middleware(broker: Broker):
+    histogram = broker.metrics.request_seconds
+    max_request_bytes = broker.config.max_request_bytes
+    errors = broker.metrics.errors
+    children: dict[str, object] = {}
+
+    @web.middleware
+    async def middleware(request: web.Request, handler):
+        started = time.perf_counter()
+        current_client_host.set(client_host(request.remote))  # for host-specific ACLs
+        current_connection.set(request.transport)  # for connection-count quotas
+        route = request.match_info.route
+        endpoint = route.name or "unmatched"
+        try:
+            check_request(request, max_request_bytes)
+            return await handler(request)
+        except SluiceError as e:
+            errors.labels(e.error_code).inc()
+            return error_response(e)
+        except web.HTTPException as e:
+            if e.status < 400:
+                raise
+            err = _http_exception_error(e, request)
+            errors.labels(err.error_code).inc()
+            return error_response(err)
+        except (ConnectionError, TimeoutError) as e:
+            if isinstance(e, TimeoutError):
+                err = SluiceError("the broker timed out serving this request")
+                request_id = uuid.uuid4().hex[:16]
+                logger.warning("request %s %s %s timed out", request_id, request.method, endpoint)
+                return error_response(err, request_id)
+            raise
+        except Exception:
+            request_id = uuid.uuid4().hex[:16]
+            # Logs the route and path only: never headers (API keys) or bodies.
+            logger.exception(
+                "request %s failed: %s %s (%s)", request_id, request.method, request.path, endpoint
+            )
+            errors.labels("UNKNOWN_SERVER_ERROR").inc()
+            return error_response(
+                SluiceError(
+                    f"unexpected broker error; quote request id {request_id} when reporting it"
+                ),
+                request_id,
+            )
+        finally:
+            if not endpoint.startswith("ws_"):  # a WebSocket's lifetime is no request latency
+                child = children.get(endpoint)
+                if child is None:
+                    child = children[endpoint] = histogram.labels(endpoint)
+                child.observe(time.perf_counter() - started)  # type: ignore[attr-defined]
+
+    return middleware
+
+
+def build_app(broker: Broker) -> web.Application:
+    app = web.Application(middlewares=[make_middleware(broker)], client_max_size=2**63)
+    app[BROKER_KEY] = broker
+    http_admin.add_routes(app, broker)
+    http_produce.add_routes(app, broker)
+    http_fetch.add_routes(app, broker)
+    http_replication.add_routes(app, broker)
+    http_groups.add_routes(app, broker)
+    http_consumers.add_routes(app, broker)
+    http_segments.add_routes(app, broker)
+    ws_routes.add_routes(app, broker)
+    ws_groups.add_routes(app, broker)
+    return app

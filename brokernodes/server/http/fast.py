@@ -1,0 +1,631 @@
+"""A lean HTTP/1.1 front for the routes clients send all the time, in front of aiohttp on
+the same port.
+
+Why: in a one-request-in-flight exchange aiohttp's own request/response machinery costs
+~90 us of loop time per request on this class of machine (a bare asyncio protocol ~40 us,
+a trivial aiohttp handler ~130 us), which was a third of a JSON produce, most of what one
+tenant's requests cost another, and the larger part of a 1 MiB fetch's overhead
+(docs/acls-and-quotas.md, docs/data-plane-api.md).
+
+What: every connection starts here. A request this front serves itself is a plain HTTP/1.1
+request to a route in ``FAST_ROUTES`` with that route's method (produce, fetch, list
+offsets, metadata, producer ids): a ``POST`` with one ``Content-Length`` of at most
+``MAX_FAST_BODY`` bytes, or a ``GET`` without a body, and nothing that needs aiohttp (no
+``Transfer-Encoding``, ``Expect`` or ``Upgrade``). It runs the *same* aiohttp handler
+through the *same* middleware (auth, ACLs, quotas, error bodies, metrics), given a small
+request object with the attributes those use, and writes the handler's answer itself: a
+``web.Response`` serialised whole, or a fetch's ``SliceResponse`` as its head followed by
+its segment file slices (``sendfile``, or copied with flow control). The first request that
+is anything else, or anything this parser is unsure of, hands the connection with every
+byte read so far to a fresh aiohttp ``RequestHandler``, which then owns it for good.
+Requests on a connection are answered in order, one at a time (pipelined ones wait in the
+buffer); the answers to requests read together are written together (``_flush_out``).
+
+Limits (``connection_limits``): a request head must arrive whole within the head timeout of
+its first byte and its body within the body timeout of the head's end (``408
+REQUEST_TIMED_OUT``, then the connection is closed; a trickle of bytes does not extend
+either), a connection with no request for the idle timeout is closed, and each connection
+counts among the unauthenticated ones until a request on it is authorized. A request without
+``Host`` goes to aiohttp, whose middleware refuses it (HTTP/1.1 requires the header).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import socket
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from email.utils import formatdate
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
+
+from brokernodes.errors import RequestTimedOutError
+from brokernodes.server.auth import client_host
+from brokernodes.server.http.connection_limits import (
+    TOO_MANY_CONNECTIONS,
+    ConnectionLimits,
+    UnauthenticatedConnections,
+    head_timed_out,
+)
+from brokernodes.server.http.sendfile import SEND_STALL_TIMEOUT_S, SliceResponse
+
+logger = logging.getLogger("sluice.broker.http")
+
+# route name -> method: what the SDK and the REST clients send all the time (a connection
+# keeps to the fast front while it sends only these)
+FAST_ROUTES = {
+    "metadata": "GET",
+    "producer_ids": "POST",
+    "produce_binary": "POST",
+    "produce_json": "POST",
+    "produce_json_batch": "POST",
+    "fetch_binary": "GET",
+    "fetch_json": "GET",
+    "list_offsets": "GET",
+}
+MAX_FAST_BODY = 1024 * 1024  # larger bodies stream through aiohttp (its body deadline)
+MAX_HEAD = 16 * 1024  # a longer request head goes to aiohttp, which refuses it properly
+_EMPTY_QUERY: MultiDictProxy[str] = MultiDictProxy(MultiDict())
+_HANDOFF_HEADERS = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Middleware = Callable[[Any, Handler], Awaitable[web.StreamResponse]]
+
+
+class _Route:
+    __slots__ = ("handler", "method", "name", "pattern")
+
+    def __init__(self, name: str, method: str, pattern: re.Pattern[str], handler: Handler):
+        self.name = name
+        self.method = method
+        self.pattern = pattern
+        self.handler = handler
+
+
+class _MatchInfo(dict):
+    """``request.match_info``: the path's variables and ``.route.name``."""
+
+    __slots__ = ("route",)
+
+
+class _Body:
+    """``request.content`` for a body that is already whole."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: bytes | bytearray) -> None:
+        self._data = data
+
+    def is_eof(self) -> bool:
+        return True
+
+    async def readany(self) -> bytes | bytearray:
+        data, self._data = self._data, b""
+        return data
+
+
+class FastRequest:
+    """The part of ``web.Request`` the produce handlers and the middleware use."""
+
+    __slots__ = (
+        "_query",
+        "_query_string",
+        "content",
+        "content_length",
+        "headers",
+        "match_info",
+        "method",
+        "path",
+        "remote",
+        "transport",
+    )
+
+    def __init__(self, method, path, query_string, match_info, headers, body, transport, remote):
+        self.method = method
+        self.path = path
+        self._query_string = query_string
+        self._query = None
+        self.match_info = match_info
+        self.headers = headers
+        self.content = _Body(body)
+        self.content_length = len(body)
+        self.transport = transport
+        self.remote = remote
+
+    @property
+    def query(self) -> MultiDictProxy[str]:
+        if self._query is None:
+            qs = self._query_string
+            self._query = (
+                MultiDictProxy(MultiDict(parse_qsl(qs, keep_blank_values=True)))
+                if qs
+                else _EMPTY_QUERY
+            )
+        return self._query
+
+
+class FastRoutes:
+    """The fast routes, taken from the built aiohttp app (same handlers, same patterns)."""
+
+    def __init__(
+        self,
+        app: web.Application,
+        middleware: Middleware,
+        methods: Mapping[str, str] = FAST_ROUTES,
+    ) -> None:
+        self.middleware = middleware
+        self.routes: list[_Route] = []
+        for route in app.router.routes():
+            if route.name is not None and methods.get(route.name) == route.method:
+                info = route.resource.get_info()  # type: ignore[union-attr]
+                pattern = info.get("pattern")
+                if pattern is None and "path" in info:  # a path without variables
+                    pattern = re.compile(re.escape(info["path"]))
+                if pattern is not None:
+                    self.routes.append(_Route(route.name, route.method, pattern, route.handler))
+        missing = set(methods) - {r.name for r in self.routes}
+        if missing:
+            raise RuntimeError(f"fast HTTP routes not in the app: {sorted(missing)}")
+
+    def match(self, method: str, path: str) -> tuple[_Route, _MatchInfo] | None:
+        for route in self.routes:
+            if route.method != method:
+                continue
+            m = route.pattern.fullmatch(path)
+            if m is not None:
+                info = _MatchInfo(m.groupdict())
+                info.route = route
+                return route, info
+        return None
+
+
+class _Date:
+    """The ``Date`` header value, formatted once a second."""
+
+    second = -1
+    value = b""
+
+    @classmethod
+    def now(cls) -> bytes:
+        t = int(time.time())
+        if t != cls.second:
+            cls.second, cls.value = t, formatdate(t, usegmt=True).encode()
+        return cls.value
+
+
+def _head(resp: web.StreamResponse, length: int, close: bool) -> list[bytes]:
+    parts = [f"HTTP/1.1 {resp.status} {resp.reason}\r\n".encode("latin-1")]
+    for name, value in resp.headers.items():
+        if name.lower() not in ("content-length", "connection", "date"):
+            parts.append(f"{name}: {value}\r\n".encode("latin-1"))
+    parts.append(b"Content-Length: %d\r\nDate: %s\r\n" % (length, _Date.now()))
+    parts.append(b"Connection: close\r\n\r\n" if close else b"\r\n")
+    return parts
+
+
+def serialize(resp: web.StreamResponse, close: bool) -> bytes:
+    """A handler's ``web.Response`` as HTTP/1.1 bytes."""
+    if not isinstance(resp, web.Response) or resp.prepared:
+        raise TypeError(f"the fast HTTP path writes only plain responses, got {resp!r}")
+    body = resp.body
+    if body is None:
+        body = b""
+    elif not isinstance(body, bytes | bytearray):
+        raise TypeError("the fast HTTP path writes only bytes bodies")
+    parts = _head(resp, len(body), close)
+    parts.append(body)
+    return b"".join(parts)
+
+
+def serialize_head(resp: SliceResponse, close: bool) -> bytes:
+    """A ``SliceResponse``'s status line and headers (its body is sent from the files)."""
+    if resp.prepared:
+        raise TypeError("the fast HTTP path sends only unsent responses")
+    return b"".join(_head(resp, resp.content_length or 0, close))
+
+
+class FastServer:
+    """Protocol factory for the listening socket: fast protocols, aiohttp for the rest."""
+
+    def __init__(
+        self,
+        routes: FastRoutes,
+        fallback: Callable[[], asyncio.Protocol],
+        *,
+        body_timeout_s: float,
+        max_request_bytes: int,
+        limits: ConnectionLimits | None = None,
+        pool: UnauthenticatedConnections | None = None,
+    ) -> None:
+        self.routes = routes
+        self.fallback = fallback
+        self.body_timeout_s = body_timeout_s
+        self.limits = limits or ConnectionLimits(body_timeout_s=body_timeout_s)
+        self.idle_timeout_s = self.limits.idle_timeout_s
+        self.pool = pool  # None: unauthenticated connections are not counted
+        self.max_body = min(MAX_FAST_BODY, max_request_bytes)
+        self.connections: set[FastHttpProtocol] = set()
+        self.closing = False
+
+    def __call__(self) -> FastHttpProtocol:
+        return FastHttpProtocol(self)
+
+    async def shutdown(self, timeout: float) -> None:
+        """Close idle fast connections now and busy ones once their answer is written."""
+        self.closing = True
+        for conn in list(self.connections):
+            conn.close_when_idle()
+        deadline = time.monotonic() + timeout
+        while self.connections and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        for conn in list(self.connections):
+            conn.abort()
+
+
+class FastHttpProtocol(asyncio.Protocol):
+    """One client connection while it sends only fast requests (module docstring)."""
+
+    def __init__(self, server: FastServer) -> None:
+        self.server = server
+        # the loop, kept: Python 3.11's get_running_loop makes a getpid syscall per call
+        # (three per request here, 3 % of the broker's pre-built produce profile)
+        self._loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.remote: str | None = None
+        self.buf = bytearray()
+        self.busy = False
+        self.closing = False
+        self.paused = False
+        self._writable: asyncio.Future[None] | None = None  # set while writing is paused
+        self._timer: asyncio.TimerHandle | None = None  # the idle timeout
+        self._head_deadline: asyncio.TimerHandle | None = None
+        self._body_deadline: asyncio.TimerHandle | None = None
+        self._evicted = False  # over the unauthenticated caps: close after this answer
+        self._last_active = 0.0
+        self._out: list[bytes] = []  # answers held back while pipelined requests follow
+        self._flush_scheduled = False
+        self._task: asyncio.Task[None] | None = None  # serving the current request
+        self._started = False  # ... and has begun running
+
+    # --- asyncio.Protocol --------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = transport.get_extra_info("peername")
+        self.remote = peer[0] if isinstance(peer, tuple | list) and peer else None
+        self.server.connections.add(self)
+        self._last_active = self._loop.time()
+        self._arm_idle_timer()
+        if self.server.pool is not None:
+            self.server.pool.track(transport, client_host(self.remote), self.evict)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        if self.server.pool is not None and self.transport is not None:
+            self.server.pool.forget(self.transport)
+        self.closing = True
+        self._cancel_timers()
+        self.resume_writing()  # a body being copied sees the transport closing
+
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = self._loop.create_future()
+
+    def resume_writing(self) -> None:
+        waiter, self._writable = self._writable, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _write(self, data: bytes) -> None:
+        """Write part of a body, waiting (up to the stall timeout) while the transport's
+        buffer is over its high-water mark: the copying fetch path's flow control."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            raise ConnectionResetError("client went away")
+        transport.write(data)
+        if self._writable is not None:
+            try:
+                async with asyncio.timeout(SEND_STALL_TIMEOUT_S):
+                    await asyncio.shield(self._writable)
+            except TimeoutError:
+                raise ConnectionResetError("client stopped reading") from None
+            if transport.is_closing():
+                raise ConnectionResetError("client went away")
+
+    def _cancel_timers(self) -> None:
+        for timer in (self._timer, self._head_deadline, self._body_deadline):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._head_deadline = self._body_deadline = None
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if self.busy:
+            if len(self.buf) > 2 * MAX_FAST_BODY and not self.paused:
+                self.paused = True
+                self.transport.pause_reading()  # type: ignore[union-attr]
+            return
+        self._next()
+
+    # --- request loop ------------------------------------------------------------------
+
+    def _next(self) -> None:
+        """Serve the next whole request in the buffer, or hand off, or wait for bytes."""
+        buf = self.buf
+        if not buf or self.closing:
+            return
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buf) > MAX_HEAD or not 65 <= buf[0] <= 90:
+                self._hand_off()  # too long, or no method (TLS, garbage): aiohttp's 400
+            elif self._head_deadline is None:  # from the head's first byte, never extended
+                self._head_deadline = self._loop.call_later(
+                    self.server.limits.request_head_timeout_s, self._head_timed_out
+                )
+            return
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
+        parsed = self._parse_head(end)
+        if parsed is None:
+            self._hand_off()
+            return
+        method_path, headers, length, close = parsed
+        start = end + 4
+        if len(buf) < start + length:
+            if self._body_deadline is None:
+                self._body_deadline = self._loop.call_later(
+                    self.server.body_timeout_s, self._body_timed_out, method_path, headers
+                )
+            return
+        if self._body_deadline is not None:
+            self._body_deadline.cancel()
+            self._body_deadline = None
+        body = buf[start : start + length]
+        del buf[: start + length]
+        self.busy = True
+        self._started = False
+        handler = method_path[2][0].handler
+        self._task = self._loop.create_task(self._serve(method_path, headers, body, close, handler))
+
+    def _parse_head(self, end: int):
+        """(route match, headers, Content-Length, close?) or None to hand off."""
+        head = bytes(self.buf[:end])
+        lines = head.split(b"\r\n")
+        if b"\0" in head or head.count(b"\r") != len(lines) - 1:
+            return None  # a NUL or a bare CR in the head: aiohttp's 400
+        request_line = lines[0].split(b" ")
+        if len(request_line) != 3 or request_line[2] != b"HTTP/1.1":
+            return None
+        method = request_line[0]
+        if method != b"POST" and method != b"GET":
+            return None
+        target = request_line[1]
+        if not target.startswith(b"/"):
+            return None
+        raw_path, _, query = target.partition(b"?")
+        if b"%" in raw_path or b"#" in target:
+            return None  # percent-escapes: aiohttp's router decodes paths its own way
+        try:
+            path = raw_path.decode("ascii")
+            query_string = query.decode("ascii")
+        except UnicodeError:
+            return None
+        matched = self.server.routes.match(method.decode("ascii"), path)
+        if matched is None:
+            return None
+        headers = CIMultiDict()
+        length = None
+        close = False
+        host = False
+        for line in lines[1:]:
+            name, sep, value = line.partition(b":")
+            if not sep or not name or name != name.strip() or b" " in name or b"\t" in name:
+                return None
+            lname = name.lower()
+            value = value.strip()
+            if lname in _HANDOFF_HEADERS:
+                return None
+            if lname == b"content-length":
+                if length is not None or not value.isdigit():
+                    return None
+                length = int(value)
+            elif lname == b"host":
+                host = True
+            elif lname == b"connection":
+                tokens = {t.strip() for t in value.lower().split(b",")}
+                if b"close" in tokens:
+                    close = True
+                if b"upgrade" in tokens:
+                    return None
+            try:
+                headers.add(name.decode("ascii"), value.decode("latin-1"))
+            except UnicodeError:
+                return None
+        if not host:
+            return None  # aiohttp's middleware answers 400
+        if method == b"GET":
+            if length:
+                return None  # a GET with a body: aiohttp's to read and ignore
+            length = 0
+        elif length is None or length > self.server.max_body:
+            return None  # aiohttp refuses an oversize body from its Content-Length
+        return (path, query_string, matched), CIMultiDictProxy(headers), length, close
+
+    async def _serve(self, method_path, headers, body, close: bool, handler: Handler) -> None:
+        self._started = True
+        path, query_string, (route, match_info) = method_path
+        request = FastRequest(
+            route.method, path, query_string, match_info, headers, body, self.transport, self.remote
+        )
+        try:
+            resp = await self.server.routes.middleware(request, handler)
+            close = close or self.server.closing or self._evicted or resp.keep_alive is False
+            if isinstance(resp, SliceResponse):
+                data = serialize_head(resp, close)
+            else:
+                data = serialize(resp, close)
+        except Exception:
+            logger.exception("fast HTTP path failed on %s; closing the connection", path)
+            self._close()
+            return
+        if self.closing:
+            return
+        if isinstance(resp, SliceResponse):
+            self._flush_out()
+            try:
+                whole = await resp.send_over(self.transport, data, self._write)  # type: ignore[arg-type]
+            except ConnectionError:
+                whole = False
+            except Exception:
+                logger.exception("fast HTTP path failed sending %s; closing the connection", path)
+                whole = False
+            if not whole:
+                self._close()
+                return
+        elif self.buf and not close:
+            self._out.append(data)  # written with the next answer (see _flush_soon)
+        else:
+            self._flush_out(data)
+        self.busy = False
+        self._last_active = self._loop.time()
+        if close:
+            self._close()
+            return
+        if self.paused:
+            self.paused = False
+            self.transport.resume_reading()  # type: ignore[union-attr]
+        if self.buf:
+            self._next()
+        if self._out and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        """Held answers go out once the request after them has run as far as it can at
+        once: if it waits (a long poll, an fsync), they are not held behind it."""
+        task = self._task
+        if self.busy and not self._started and task is not None and not task.done():
+            self._loop.call_soon(self._flush_soon)  # its task runs first
+            return
+        self._flush_scheduled = False
+        self._flush_out()
+
+    def _flush_out(self, data: bytes = b"") -> None:
+        """Write the held-back answers (and ``data``) in one write.
+
+        Answers to pipelined requests (several in one read, as a pipelining client sends
+        them) are held while the next request is served and go out together: one write, one
+        TCP push and one wake-up of the client for the lot, as Redis answers a pipeline."""
+        out = self._out
+        if out:
+            out.append(data)
+            data = b"".join(out)
+            out.clear()
+        transport = self.transport
+        if data and transport is not None and not transport.is_closing():
+            transport.write(data)
+
+    # --- handing off, timers, closing --------------------------------------------------
+
+    def _hand_off(self) -> None:
+        """aiohttp takes the connection, with everything read so far."""
+        if self.closing or self.transport is None:
+            return
+        self._flush_out()
+        self.closing = True
+        self.server.connections.discard(self)
+        self._cancel_timers()
+        transport = self.transport
+        handler = self.server.fallback()
+        transport.set_protocol(handler)
+        handler.connection_made(transport)
+        data, self.buf = bytes(self.buf), bytearray()
+        if data:
+            handler.data_received(data)
+        if self.paused:
+            self.paused = False
+            transport.resume_reading()
+
+    def _body_timed_out(self, method_path, headers) -> None:
+        """The body did not arrive within ``body_timeout_s``: REQUEST_TIMED_OUT (through the
+        middleware, as aiohttp's path answers it) and the connection is closed."""
+        self._body_deadline = None
+        if self.closing or self.busy:
+            return
+        self.buf = bytearray()
+        self.busy = True
+        timeout = self.server.body_timeout_s
+
+        async def timed_out(request: Any) -> web.StreamResponse:
+            raise RequestTimedOutError(
+                f"the request body did not arrive within {timeout:g} s; the connection is closed"
+            )
+
+        self._loop.create_task(self._serve(method_path, headers, b"", True, timed_out))
+
+    def _head_timed_out(self) -> None:
+        """A head did not arrive whole within the head timeout of its first byte:
+        REQUEST_TIMED_OUT and the connection is closed."""
+        self._head_deadline = None
+        if self.closing or self.busy:
+            return
+        self.buf = bytearray()
+        self._flush_out(head_timed_out(self.server.limits.request_head_timeout_s))
+        self._close()
+
+    def _arm_idle_timer(self) -> None:
+        loop = self._loop
+        self._timer = loop.call_at(self._last_active + self.server.idle_timeout_s, self._idle_check)
+
+    def _idle_check(self) -> None:
+        """The idle timeout (Kafka's connections.max.idle.ms): a connection that has not
+        sent a request since its last answer (or since it opened) for that long is closed.
+        A partial head is not activity: the head deadline bounds it."""
+        self._timer = None
+        if self.closing:
+            return
+        loop = self._loop
+        if self.busy:
+            self._last_active = loop.time()
+        elif loop.time() >= self._last_active + self.server.idle_timeout_s:
+            self._close()
+            return
+        self._arm_idle_timer()
+
+    def evict(self) -> None:
+        """Over the unauthenticated-connection caps: ``503 TOO_MANY_CONNECTIONS`` now if no
+        request is being served, else close once its answer is written."""
+        if self.busy:
+            self._evicted = True
+            return
+        self.buf = bytearray()
+        self._flush_out(TOO_MANY_CONNECTIONS)
+        self._close()
+
+    def close_when_idle(self) -> None:
+        if not self.busy:
+            self._close()
+
+    def _close(self) -> None:
+        self._flush_out()  # answers already made still go out
+        self.closing = True
+        self.server.connections.discard(self)
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def abort(self) -> None:
+        self.closing = True
+        self.server.connections.discard(self)
+        if self.transport is not None:
+            self.transport.abort()

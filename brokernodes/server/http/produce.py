@@ -1,0 +1,174 @@
+"""Produce: JSON (Confluent REST v3 ``records`` and ``records:batch``) and binary batches."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from brokernodes.errors import InvalidRequestError, RequestTooLargeError
+from brokernodes.server.http.body import read_body
+from brokernodes.server.http.util import (
+    auth_header,
+    check_cluster,
+    error_response,
+    json_response,
+    topic_partition,
+)
+from brokernodes.server.protocol.json_records import (
+    format_timestamp,
+    parse_batch,
+    parse_entry,
+    parse_json,
+    typed_size,
+)
+from brokernodes.server.protocol.params import acks_param
+from brokernodes.server.protocol.responses import batch_outcomes
+from brokernodes.server.throttle import THROTTLE_HEADER
+
+if TYPE_CHECKING:
+    from brokernodes.server.broker import Broker
+
+
+def throttled(resp: web.Response, throttle_ms: int) -> web.Response:
+    """The response with the ``Sluice-Throttle-Time-Ms`` header (after the delay)."""
+    resp.headers[THROTTLE_HEADER] = str(throttle_ms)
+    return resp
+
+
+def add_routes(app: web.Application, broker: Broker) -> None:
+    config = broker.config
+
+    async def body_of(request: web.Request) -> bytearray:
+        return await read_body(
+            request, max_bytes=config.max_request_bytes, timeout=config.body_timeout_s
+        )
+
+    async def expect_handler(request: web.Request) -> web.Response | None:
+        """``Expect: 100-continue``: refuse an oversize body before the client sends it."""
+        length = request.content_length
+        if length is not None and length > config.max_request_bytes:
+            return error_response(
+                RequestTooLargeError(
+                    f"request body of {length} bytes is over this broker's limit of "
+                    f"{config.max_request_bytes} bytes; send smaller requests"
+                )
+            )
+        if request.headers.get("Expect", "").lower() != "100-continue":
+            return error_response(
+                InvalidRequestError("the only Expect value understood is 100-continue")
+            )
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0
+        return None
+
+    async def produce_record(request: web.Request) -> web.Response:
+        check_cluster(broker, request)
+        topic = request.match_info["topic"]
+        principal = broker.authorize(auth_header(request), "WRITE", "topic", topic)
+        acks = acks_param(request.query)
+        broker.image.topic(topic)  # 404 before reading the body
+        body = await body_of(request)
+        broker.quotas.check_storage(principal)
+        entry = parse_entry(parse_json(body))
+        (result,) = await broker.produce_entries(topic, [entry], acks=acks)
+        throttle = await broker.quotas.throttle_produce(principal, len(body))
+        if result.error is not None:
+            raise result.error
+        if acks == 0:
+            return throttled(json_response({}, 202), throttle)
+        return throttled(
+            json_response(
+                {
+                    "cluster_id": broker.image.cluster_id,
+                    "topic_name": topic,
+                    "partition_id": result.partition,
+                    "offset": result.offset,
+                    "timestamp": format_timestamp(result.timestamp),
+                    "key": typed_size(entry.key, entry.key_type),
+                    "value": typed_size(entry.value, entry.value_type),
+                    "throttle_time_ms": throttle,
+                }
+            ),
+            throttle,
+        )
+
+    async def produce_batch(request: web.Request) -> web.Response:
+        check_cluster(broker, request)
+        topic = request.match_info["topic"]
+        principal = broker.authorize(auth_header(request), "WRITE", "topic", topic)
+        acks = acks_param(request.query)
+        broker.image.topic(topic)
+        body = await body_of(request)
+        broker.quotas.check_storage(principal)
+        good, bad = parse_batch(parse_json(body))
+        results = await broker.produce_entries(topic, good, acks=acks)
+        throttle = await broker.quotas.throttle_produce(principal, len(body))
+        successes = []
+        failures = [
+            {"id": entry_id, "error_code": e.error_code, "message": e.message}
+            for entry_id, e in bad
+        ]
+        for r in results:
+            if r.error is not None:
+                failures.append(
+                    {"id": r.entry.id, "error_code": r.error.error_code, "message": r.error.message}
+                )
+            else:
+                successes.append(
+                    {
+                        "id": r.entry.id,
+                        "partition_id": r.partition,
+                        "offset": r.offset,
+                        "timestamp": format_timestamp(r.timestamp),
+                    }
+                )
+        return throttled(
+            json_response(
+                {"successes": successes, "failures": failures, "throttle_time_ms": throttle}, 207
+            ),
+            throttle,
+        )
+
+    async def produce_batches(request: web.Request) -> web.Response:
+        topic, p = topic_partition(request)
+        principal = broker.authorize(auth_header(request), "WRITE", "topic", topic)
+        acks = acks_param(request.query)
+        partition = broker.replicas.get_partition(topic, p)  # 404 / 421 before the body
+        body = await body_of(request)
+        if not body:
+            raise InvalidRequestError(
+                "body: empty; send one or more RecordBatch v2 batches back to back"
+            )
+        nbytes = len(body)
+        result = await broker.append_batches(principal, partition, topic, body, acks=acks)
+        throttle = await broker.quotas.throttle_produce(principal, nbytes)
+        if acks == 0:
+            return throttled(json_response({}, 202), throttle)
+        answer = {
+            "base_offset": result.base_offset,
+            "last_offset": result.last_offset,
+            "log_append_time": -1,
+            "log_start_offset": result.log_start_offset,
+            "duplicate": result.duplicate,
+            "throttle_time_ms": throttle,
+        }
+        if result.batches is not None:
+            answer["batches"] = batch_outcomes(result.batches)
+        return throttled(json_response(answer), throttle)
+
+    base = "/v3/clusters/{cluster}/topics/{topic}"
+    add = app.router.add_post
+    add(base + "/records", produce_record, name="produce_json", expect_handler=expect_handler)
+    add(
+        base + "/records:batch",
+        produce_batch,
+        name="produce_json_batch",
+        expect_handler=expect_handler,
+    )
+    add(
+        "/sluice/v1/topics/{topic}/partitions/{partition}/batches",
+        produce_batches,
+        name="produce_binary",
+        expect_handler=expect_handler,
+    )
