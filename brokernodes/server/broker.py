@@ -68,7 +68,7 @@ class Broker:
         # open WebSocket streams by API key: close_all on shutdown, close_key on revocation
         self.websockets = WebSocketRegistry()
         # consumer groups coordinated here (docs/consumer-groups.md)
-        self.groups = GroupCoordinator(self)
+        self.groups = GroupCoordinator(metadata, self.replicas)
         self._producer_ids: ProducerIdManager | None = None
         self._sticky: dict[str, StickyPartitioner] = defaultdict(StickyPartitioner)
         # topic id -> (the TopicInfo it was computed from, partitions this broker leads)

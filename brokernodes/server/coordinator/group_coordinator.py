@@ -50,7 +50,8 @@ from brokernodes.server.coordinator.offsets_topic import (
 from brokernodes.server.metadata.cluster import ClusterMetadata
 
 if TYPE_CHECKING:
-    from brokernodes.server.broker import Broker
+    from brokernodes.server.metadata.cluster import MetadataSource
+    from brokernodes.server.replica.manager import ReplicaManager
     from brokernodes.server.replica.partition import Partition
 
 logger = logging.getLogger("sluice.broker.groups")
@@ -106,8 +107,9 @@ class Coordinator:
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, metadata: MetadataSource, replicas: ReplicaManager) -> None:
+        self.metadata = metadata
+        self.replicas = replicas
         self.shards: dict[int, Shard] = {}
         self._tasks: list[asyncio.Task] = []
         self._loads: set[asyncio.Task] = set()
@@ -118,8 +120,8 @@ class GroupCoordinator:
     # --- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self.on_metadata(self.broker.metadata.global_image())
-        self.broker.metadata.add_listener(self.on_metadata)
+        await self.on_metadata(self.metadata.global_image())
+        self.metadata.add_listener(self.on_metadata)
         self._tasks.append(asyncio.create_task(self._timer(), name="sluice-group-timer"))
 
     async def close(self) -> None:
@@ -134,7 +136,7 @@ class GroupCoordinator:
         if topic is None or number >= len(topic.partitions):
             return None
         info = topic.partitions[number]
-        return self.broker.replicas.partitions.get((info.log_key, number))
+        return self.replicas.partitions.get((info.log_key, number))
 
     async def on_metadata(self, image: ClusterMetadata) -> None:
         """Load shards for newly led partitions, drop those led elsewhere now, and pass
@@ -172,7 +174,7 @@ class GroupCoordinator:
     async def _load(self, shard: Shard) -> None:
         started = time.monotonic()
         for _ in range(200):  # the replica manager may still be opening the partition
-            p = self._partition(self.broker.metadata.global_image(), shard.partition)
+            p = self._partition(self.metadata.global_image(), shard.partition)
             if p is not None and p.is_leader:
                 break
             await asyncio.sleep(0.05)
@@ -195,12 +197,12 @@ class GroupCoordinator:
             len(state.offsets),
             (time.monotonic() - started) * 1000,
         )
-        await self._update_counts(shard, self.broker.metadata.global_image())
+        await self._update_counts(shard, self.metadata.global_image())
 
     # --- lookup ------------------------------------------------------------------------
 
     def coordinator(self, qualified: str) -> Coordinator:
-        image = self.broker.metadata.global_image()
+        image = self.metadata.global_image()
         topic = offsets_topic(image)
         if topic is None or not topic.partitions:
             raise CoordinatorNotAvailableError(
@@ -216,7 +218,7 @@ class GroupCoordinator:
         shard = self.shards.get(c.partition)
         if shard is None:
             raise NotCoordinatorError(
-                f"broker {self.broker.image.broker_id} is not the coordinator of this group; "
+                f"broker {self.metadata.current().broker_id} is not the coordinator of this group; "
                 + (f"broker {c.broker_id} at {c.url} is" if c.url else "no broker is right now"),
                 c.broker_id,
                 c.url,
@@ -234,7 +236,7 @@ class GroupCoordinator:
 
     def partition_counts(self, qualified: str, topics: Iterable[str]) -> dict[str, int]:
         tenant, _ = unqualify(qualified)
-        root = self.broker.metadata.global_image()
+        root = self.metadata.global_image()
         view = root if tenant is None else root.for_tenant(tenant)
         return {t: len(view.topics[t].partitions) for t in topics if t in view.topics}
 
@@ -263,7 +265,7 @@ class GroupCoordinator:
         records = record_diff(shard.written.get(gid, {}), after)
         records.extend(extra)
         if records:
-            p = self._partition(self.broker.metadata.global_image(), shard.partition)
+            p = self._partition(self.metadata.global_image(), shard.partition)
             if p is None or not p.is_leader:
                 self._reload(shard)
                 raise CoordinatorNotAvailableError(
@@ -403,7 +405,7 @@ class GroupCoordinator:
                 ) from None
             shard.groups.pop(qualified, None)
             shard.written.pop(qualified, None)
-            p = self._partition(self.broker.metadata.global_image(), shard.partition)
+            p = self._partition(self.metadata.global_image(), shard.partition)
             if p is None or not p.is_leader:
                 raise CoordinatorNotAvailableError("lost leadership of the group's partition")
             await append_records(p, records)

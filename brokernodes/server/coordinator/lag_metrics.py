@@ -2,9 +2,10 @@
 ``sluice_group_time_lag_ms`` per group and partition, and ``sluice_group_members``.
 
 Lag needs other brokers' log ends, so a background task recomputes it every
-``REFRESH_S`` seconds (``http_groups.describe``) and the collector serves the last values at
-scrape time. Group labels carry the tenant id (``<tenant>/<group>``) with the control plane:
-``/metrics`` is for operators there (cluster secret).
+``REFRESH_S`` seconds through the ``describe`` it is given (``http.groups.describe``) and
+the collector serves the last values at scrape time. Group labels carry the tenant id
+(``<tenant>/<group>``) with the control plane: ``/metrics`` is for operators there
+(cluster secret).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily
@@ -22,7 +23,12 @@ from brokernodes.errors import SluiceError
 from brokernodes.server.coordinator.offsets_topic import unqualify
 
 if TYPE_CHECKING:
-    from brokernodes.server.broker import Broker
+    from prometheus_client import CollectorRegistry
+
+    from brokernodes.server.coordinator.group_coordinator import GroupCoordinator
+
+# (tenant, group id) -> the group's description (members, offsets with lag)
+Describe = Callable[[str | None, str], Awaitable[dict]]
 
 logger = logging.getLogger("sluice.broker.groups")
 
@@ -61,15 +67,17 @@ class GroupLagCollector(Collector):
         yield members
 
 
-async def refresh_loop(broker: Broker, collector: GroupLagCollector, describe) -> None:
+async def refresh_loop(
+    groups: GroupCoordinator, collector: GroupLagCollector, describe: Describe
+) -> None:
     while True:
         await asyncio.sleep(REFRESH_S)
         rows = []
         members = {}
-        for qualified in broker.groups.local_groups(None, all_tenants=True):
+        for qualified in groups.local_groups(None, all_tenants=True):
             tenant, gid = unqualify(qualified)
             try:
-                d = await describe(broker, tenant, gid, None)
+                d = await describe(tenant, gid)
             except SluiceError:
                 continue
             except Exception:
@@ -83,14 +91,14 @@ async def refresh_loop(broker: Broker, collector: GroupLagCollector, describe) -
         collector.rows, collector.members = rows, members
 
 
-def install(app, broker: Broker, describe) -> None:
+def install(app, registry: CollectorRegistry, groups: GroupCoordinator, describe: Describe) -> None:
     """Register the collector and run the refresh task for the app's lifetime."""
     collector = GroupLagCollector()
-    broker.metrics.registry.register(collector)
+    registry.register(collector)
     tasks: list[asyncio.Task] = []
 
     async def on_startup(_app) -> None:
-        tasks.append(asyncio.create_task(refresh_loop(broker, collector, describe)))
+        tasks.append(asyncio.create_task(refresh_loop(groups, collector, describe)))
 
     async def on_cleanup(_app) -> None:
         for t in tasks:

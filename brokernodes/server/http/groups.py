@@ -558,7 +558,10 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         doc = await body_json(request)
         return json_response(await reset_offsets(broker, tenant, group_id_of(request), doc, None))
 
-    lag_metrics.install(app, broker, describe)
+    async def describe_local(tenant: str | None, group_id: str) -> dict:
+        return await describe(broker, tenant, group_id, None)
+
+    lag_metrics.install(app, broker.metrics.registry, broker.groups, describe_local)
     base = "/sluice/v1/groups/{group}"
     r = app.router
     r.add_get("/sluice/v1/groups", list_groups, name="groups_list")
