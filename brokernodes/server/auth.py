@@ -117,7 +117,7 @@ def authorize(
 
     Static metadata (keys without a tenant): every authenticated principal may do everything.
     Control-plane metadata: the key's organisation becomes the request's tenant
-    (``metadata.current_tenant``, so topic names resolve within it), and the tenant's ACLs
+    (``metadata.cluster.current_tenant``, so topic names resolve within it), and the tenant's ACLs
     decide (``brokernodes.security.acl``: deny wins, no match = deny; the service account's
     role grants its baseline, see docs/metadata-log.md). Describing the cluster (the
     tenant's own metadata) needs only authentication; an idempotent producer needs

@@ -36,7 +36,7 @@ class BrokerConfig:
     housekeeping_interval_s: float = 30.0  # retention and compaction passes
     shutdown_timeout_s: float = 5.0  # in-flight requests get this long on SIGTERM
     log_level: str = "INFO"
-    # the control plane's metadata log instead of the static file (metadata_client)
+    # the control plane's metadata log instead of the static file (metadata.client)
     control_plane_url: str | None = None
     broker_id: int | None = None
     advertised_url: str | None = None  # how clients and other brokers reach this broker

@@ -168,7 +168,7 @@ def connection_limits(config: BrokerConfig) -> ConnectionLimits:
 async def listen(
     config: BrokerConfig, app: web.Application, runner: web.AppRunner
 ) -> tuple[asyncio.AbstractServer, FastServer | None]:
-    """The listening socket: the lean HTTP/1.1 front (``fast_http``) handing other requests
+    """The listening socket: the lean HTTP/1.1 front (``http.fast``) handing other requests
     to aiohttp, or aiohttp alone with ``--http-front aiohttp``; both with the connection
     limits (``connection_limits``)."""
     loop = asyncio.get_running_loop()

@@ -37,7 +37,7 @@ logger = logging.getLogger("sluice.broker.connections")
 RETRY_AFTER_S = 1
 EVICTION_LOG_INTERVAL_S = 10.0
 MIN_RESERVED_FDS = 256
-# what the fast front may buffer for one request before it runs (fast_http.MAX_FAST_BODY +
+# what the fast front may buffer for one request before it runs (fast.MAX_FAST_BODY +
 # MAX_HEAD): a body is whole before its handler authorizes it
 PENDING_BYTES_PER_CONNECTION = 1024 * 1024 + 16 * 1024
 UNAUTHENTICATED_MEMORY_BUDGET = 2 * 1024**3

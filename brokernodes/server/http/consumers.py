@@ -16,7 +16,7 @@ else the broker's per-tenant default), under the broker's total (``tenant_caps``
 tenant's instances never lock another out.
 
 Cursors (``GET /sluice/v1/topics/{topic}/cursor``, ``GET /sluice/v1/cursors/{cursor}``): a
-signed, opaque position over all of a topic's partitions (``cursor.py``); each read returns
+signed, opaque position over all of a topic's partitions (``protocol/cursor.py``); each read returns
 records and the next cursor, and any broker can serve it (partitions led elsewhere are read
 from their leaders with the caller's key).
 """

@@ -1,6 +1,6 @@
 """Broker-to-broker replication routes, authenticated with the cluster secret.
 
-- The replica fetch is the ordinary binary fetch (``http_fetch``) with ``replica_id``,
+- The replica fetch is the ordinary binary fetch (``http.fetch``) with ``replica_id``,
   ``current_leader_epoch`` and ``broker_epoch``: ``authenticate_broker`` admits it.
 - ``GET /internal/v1/replication/topics/{topic}/partitions/{partition}/offsets-for-leader-epoch
   ?replica_id=&current_leader_epoch=&leader_epoch=`` answers Kafka's OffsetsForLeaderEpoch:

@@ -6,7 +6,7 @@ keeps the bytes. A file that vanished before it was opened makes ``open_slices``
 and the caller reads the log again.
 
 The handler answers with a ``SliceResponse`` holding the open slices; aiohttp or the lean
-front (``fast_http``) sends it. Zero-copy works under uvloop too, which has no
+front (``http.fast``) sends it. Zero-copy works under uvloop too, which has no
 ``loop.sendfile``: once the head is written and the transport's write buffer is empty,
 ``os.sendfile`` writes straight to the transport's non-blocking socket; on EAGAIN it waits
 for writability on a ``dup`` of the socket fd (the loop refuses ``add_writer`` on an fd a
@@ -144,7 +144,7 @@ class SliceResponse(web.StreamResponse):
     """A response whose body is segment file slices, opened already.
 
     The handler returns it unsent. aiohttp sends it through ``prepare`` (as it does a
-    ``web.FileResponse``); the lean front (``fast_http``) through ``send_over``. Either way
+    ``web.FileResponse``); the lean front (``http.fast``) through ``send_over``. Either way
     the body goes zero-copy when ``zero_copy`` and the connection is not TLS (sendfile
     bypasses the transport), else copied; the files are closed once sent, or when the
     response is dropped unsent. ``on_sent(bytes)`` runs after a whole body went out. A file

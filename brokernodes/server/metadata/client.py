@@ -9,7 +9,7 @@
   atomically (temp file, fsync, rename), calls the listeners (``ReplicaManager.reconcile``,
   WebSocket revocation...) and only then serves the new image to requests.
 - ``current()`` is one attribute read (plus the tenant view when a tenant key authenticated
-  the running request; see ``metadata``).
+  the running request; see ``metadata.cluster``).
 
 Every internal request carries ``Authorization: Cluster <secret>`` (``SLUICE_CLUSTER_SECRET``).
 

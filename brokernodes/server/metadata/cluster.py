@@ -2,7 +2,7 @@
 
 ``parse_metadata`` turns the static metadata document (docs/data-plane-api.md) into an
 immutable ``ClusterMetadata``. The broker reads it only through ``MetadataSource.current()``,
-so the control plane's metadata log (``metadata_client``) replaces the static file without
+so the control plane's metadata log (``metadata.client``) replaces the static file without
 touching handlers.
 
 Tenants (control-plane metadata only): the global image keys topics by ``topic_id``; each

@@ -2,7 +2,7 @@
 broker of the cluster can serve the next read and nobody can forge or alter one (pure).
 
 A cursor is ``base64url(payload) "." base64url(HMAC-SHA256(key, payload))`` where the key is
-the brokers' shared secret (``log_offsets.cluster_token``) and the payload is compact JSON:
+the brokers' shared secret (``http.log_offsets.cluster_token``) and the payload is compact JSON:
 ``{"v": 1, "tenant", "topic", "topic_id", "pos": {partition: next offset}}``. The tenant and
 topic id bind it: another tenant's key, or a topic re-created under the same name, gets
 INVALID_CURSOR. Cursors carry no secret and no expiry (like a Kafka offset, one stays valid
