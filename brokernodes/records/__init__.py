@@ -1,1 +1,2 @@
-"""Kafka RecordBatch v2: a sans-IO codec (no sockets, no files, no asyncio)."""
+"""Kafka RecordBatch v2 and Kafka's default partitioners: sans-IO (no sockets, no files, no
+asyncio)."""

@@ -15,9 +15,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from brokernodes.client.partitioner import StickyPartitioner, partition_for_key
 from brokernodes.errors import SluiceError, UnknownTopicOrPartitionError
 from brokernodes.records.batch import Record, encode_batch
+from brokernodes.records.partitioner import StickyPartitioner, partition_for_key
 from brokernodes.server.auth import Principal, authorize
 from brokernodes.server.config import BrokerConfig
 from brokernodes.server.connections import ConnectionQuotas, current_connection

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from brokernodes.client.partitioner import (
+from brokernodes.records.partitioner import (
     StickyPartitioner,
     murmur2,
     partition_for_key,
@@ -201,3 +201,12 @@ def test_keyed_records_do_not_move_the_sticky_partition():
     sticky = partitioner.partition(None, 16)
     assert partitioner.partition(b"foobar", 16) == partition_for_key(b"foobar", 16)
     assert partitioner.partition(None, 16) == sticky
+
+
+def test_the_sdk_module_names_the_same_partitioners():
+    from brokernodes.client import partitioner as sdk
+
+    assert sdk.StickyPartitioner is StickyPartitioner
+    assert sdk.murmur2 is murmur2
+    assert sdk.partition_for_key is partition_for_key
+    assert sdk.to_positive is to_positive
