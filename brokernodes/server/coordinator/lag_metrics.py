@@ -2,7 +2,7 @@
 ``sluice_group_time_lag_ms`` per group and partition, and ``sluice_group_members``.
 
 Lag needs other brokers' log ends, so a background task recomputes it every
-``REFRESH_S`` seconds through the ``describe`` it is given (``http.groups.describe``) and
+``REFRESH_S`` seconds through the ``describe`` it is given (``GroupService.describe``) and
 the collector serves the last values at scrape time. Group labels carry the tenant id
 (``<tenant>/<group>``) with the control plane: ``/metrics`` is for operators there
 (cluster secret).

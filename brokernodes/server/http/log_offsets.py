@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import hmac
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -23,6 +22,7 @@ import orjson
 from brokernodes.errors import SluiceError, UnauthenticatedError, UnknownTopicOrPartitionError
 from brokernodes.records.batch import decode_batch
 from brokernodes.records.header import HEADER_SIZE, read_header
+from brokernodes.server.protocol.log_offsets import LogOffsets, Query
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -32,22 +32,6 @@ if TYPE_CHECKING:
 
 REMOTE_TIMEOUT_S = 5.0
 LAG_INFLATE_BYTES = 1024 * 1024  # a lag refresh inflates no batch beyond this
-
-
-@dataclass(frozen=True)
-class LogOffsets:
-    log_start_offset: int
-    high_watermark: int
-    timestamp: int | None = None  # of the record at the asked offset
-    offset_for_time: int | None = None  # first offset at/after the asked time
-
-
-@dataclass(frozen=True)
-class Query:
-    topic: str  # tenant-relative name
-    partition: int
-    timestamp_at: int | None = None  # offset whose record's timestamp is wanted
-    offset_at: int | None = None  # timestamp whose offset is wanted
 
 
 def cluster_token(broker: Broker) -> str:

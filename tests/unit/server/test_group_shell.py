@@ -13,7 +13,8 @@ from brokernodes.server.coordinator.offsets_topic import (
     qualify,
     unqualify,
 )
-from brokernodes.server.http.groups import health, reset_spec
+from brokernodes.server.coordinator.service import health
+from brokernodes.server.http.groups import reset_spec
 from brokernodes.server.protocol import cursor as cursors
 
 
