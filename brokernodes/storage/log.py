@@ -404,13 +404,13 @@ class PartitionLog(LogFlush):
         with self._lock:
             self._check_open()
             now = self._clock() if now_ms is None else now_ms
-            info = self._append_single_batch(records, leader_epoch, now) if assign_offsets else None
             if expected_offset is not None and expected_offset != self._log_end_offset:
                 raise InvalidRecordError(
                     f"batches fetched for offset {expected_offset} reach a log that ends at "
                     f"{self._log_end_offset}: it was truncated or appended to meanwhile; "
                     f"nothing was appended"
                 )
+            info = self._append_single_batch(records, leader_epoch, now) if assign_offsets else None
             if info is None:
                 prepared = validate_batches(
                     records,
