@@ -1,6 +1,6 @@
 """``python -m brokernodes --config metadata.json --data-dir DIR --port N``: run one broker."""
 
-from brokernodes.server.main import main
+from brokernodes.broker_main import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,11 +1,16 @@
 """The aiohttp application: routes, and the middleware every request passes through
-(latency histogram, error mapping to JSON bodies, request ids for unexpected failures)."""
+(latency histogram, error mapping to JSON bodies, request ids for unexpected failures).
+
+``build_app`` installs the broker's own routes, then any ``RouteInstaller`` it is given:
+that is how the process entry point (``brokernodes.broker_main``) adds the REST proxy
+(``brokernodes.proxy``), which the broker core does not import."""
 
 from __future__ import annotations
 
 import logging
 import time
 import uuid
+from collections.abc import Callable, Iterable
 
 from aiohttp import hdrs, web
 
@@ -20,17 +25,20 @@ from brokernodes.server.auth import client_host, current_client_host
 from brokernodes.server.broker import Broker
 from brokernodes.server.connections import current_connection
 from brokernodes.server.http import admin as http_admin
-from brokernodes.server.http import consumers as http_consumers
+from brokernodes.server.http import cursors as http_cursors
 from brokernodes.server.http import fetch as http_fetch
 from brokernodes.server.http import groups as http_groups
 from brokernodes.server.http import produce as http_produce
 from brokernodes.server.http import replication as http_replication
 from brokernodes.server.http import segments as http_segments
 from brokernodes.server.http.util import BROKER_KEY, error_response
-from brokernodes.server.ws import groups as ws_groups
+from brokernodes.server.protocol.request import SluiceRequest
 from brokernodes.server.ws import routes as ws_routes
 
 logger = logging.getLogger("sluice.broker.http")
+
+# adds routes (and startup or cleanup hooks) to the broker's app
+RouteInstaller = Callable[[web.Application, Broker], None]
 
 
 def _http_exception_error(exc: web.HTTPException, request: web.Request) -> SluiceError:
@@ -64,18 +72,24 @@ def check_request(request: web.Request, max_request_bytes: int) -> None:
 
 
 def make_middleware(broker: Broker):
+    """The middleware every request passes through, on either front; it hands handlers a
+    ``SluiceRequest`` (the lean front builds one, aiohttp's ``web.Request`` is adapted)."""
     histogram = broker.metrics.request_seconds
     max_request_bytes = broker.config.max_request_bytes
     errors = broker.metrics.errors
     children: dict[str, object] = {}
 
     @web.middleware
-    async def middleware(request: web.Request, handler):
+    async def middleware(request: web.Request | SluiceRequest, handler):
         started = time.perf_counter()
-        current_client_host.set(client_host(request.remote))  # for host-specific ACLs
-        current_connection.set(request.transport)  # for connection-count quotas
         route = request.match_info.route
         endpoint = route.name or "unmatched"
+        if request.__class__ is not SluiceRequest and not endpoint.startswith("ws_"):
+            # handlers see one request type from either front; a WebSocket handler keeps
+            # aiohttp's, which its upgrade needs (only aiohttp serves WebSockets)
+            request = SluiceRequest.from_web(request)
+        current_client_host.set(client_host(request.remote))  # for host-specific ACLs
+        current_connection.set(request.transport)  # for connection-count quotas
         try:
             check_request(request, max_request_bytes)
             return await handler(request)
@@ -118,7 +132,7 @@ def make_middleware(broker: Broker):
     return middleware
 
 
-def build_app(broker: Broker) -> web.Application:
+def build_app(broker: Broker, extra_routes: Iterable[RouteInstaller] = ()) -> web.Application:
     app = web.Application(middlewares=[make_middleware(broker)], client_max_size=2**63)
     app[BROKER_KEY] = broker
     http_admin.add_routes(app, broker)
@@ -126,8 +140,9 @@ def build_app(broker: Broker) -> web.Application:
     http_fetch.add_routes(app, broker)
     http_replication.add_routes(app, broker)
     http_groups.add_routes(app, broker)
-    http_consumers.add_routes(app, broker)
+    http_cursors.add_routes(app, broker)
     http_segments.add_routes(app, broker)
     ws_routes.add_routes(app, broker)
-    ws_groups.add_routes(app, broker)
+    for install in extra_routes:
+        install(app, broker)
     return app

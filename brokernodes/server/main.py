@@ -1,4 +1,5 @@
-"""Process entry point: parse the command line, pick the event loop, serve until SIGTERM.
+"""The broker process: parse the command line, pick the event loop, serve until SIGTERM
+(``brokernodes.broker_main`` runs it with the REST proxy's routes installed).
 
 Start order: listen first (``/healthz`` answers, ``/readyz`` says 503) then open and recover
 the partition logs, then ready. SIGTERM/SIGINT: not ready, stop accepting, release long
@@ -19,13 +20,14 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Iterable
 
 import prometheus_client
 from aiohttp import web
 
 from brokernodes.errors import UnauthenticatedError
 from brokernodes.server import stop_deadline
-from brokernodes.server.app import build_app
+from brokernodes.server.app import RouteInstaller, build_app
 from brokernodes.server.broker import Broker
 from brokernodes.server.config import BrokerConfig, parse_args
 from brokernodes.server.http.connection_limits import (
@@ -194,9 +196,10 @@ async def listen(
     return server, fast
 
 
-async def serve(config: BrokerConfig) -> int:
+async def serve(config: BrokerConfig, extra_routes: Iterable[RouteInstaller] = ()) -> int:
     """Run the broker until SIGTERM/SIGINT (exit code 0) or until its log directory fails
-    (``EXIT_LOG_DIR_FAILED``: leadership is handed away first, no clean-shutdown markers)."""
+    (``EXIT_LOG_DIR_FAILED``: leadership is handed away first, no clean-shutdown markers).
+    ``extra_routes`` are installed into the app after the broker's own routes."""
     metadata = metadata_source(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -229,7 +232,7 @@ async def serve(config: BrokerConfig) -> int:
         metadata.replica_logs = lambda: offline_replica_logs(broker.replicas.partitions.values())
     metadata.add_listener(broker.replicas.reconcile)
     metadata.add_listener(revocation_listener(broker, metadata.global_image()))
-    app = build_app(broker)
+    app = build_app(broker, extra_routes)
     runner = web.AppRunner(
         app,
         handle_signals=False,
@@ -295,7 +298,8 @@ async def serve(config: BrokerConfig) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, extra_routes: Iterable[RouteInstaller] = ()) -> int:
+    """Run one broker process; ``brokernodes.broker_main`` calls it with the proxy's routes."""
     config = parse_args(argv)
     logging.basicConfig(
         level=config.log_level,
@@ -314,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         loop_factory = uvloop.new_event_loop
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            return runner.run(serve(config))
+            return runner.run(serve(config, tuple(extra_routes)))
     except MetadataError as e:
         logger.error("%s", e)
         return 2

@@ -1,7 +1,8 @@
 """Adds the produce and consume WebSocket streams to the app, with the
 ``sluice_websocket_connections{stream}`` gauge and the shutdown hook that closes open
-streams (1001) and waits for them. ``app.build_app`` calls ``add_routes``; the streams'
-shared socket lives in ``ws.socket``, which imports neither stream."""
+streams (1001) and waits for them, the proxy's group streams among them (every stream is in
+``broker.websockets``). ``app.build_app`` calls ``add_routes``; the streams' shared socket
+lives in ``ws.socket``, which imports neither stream."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``StreamSocket``: what the WebSocket streams (``ws.produce``, ``ws.consume``,
-``ws.groups``) share, in one module they import and that imports none of them:
+"""``StreamSocket``: what the WebSocket streams (``ws.produce``, ``ws.consume``, the
+proxy's ``group_streams``) share, in one module they import and that imports none of them:
 
 - Authentication through the broker's single ``authorize()``: an ``Authorization: Bearer``
   header on the upgrade request (refused with a plain ``401`` before the upgrade), or, for

@@ -15,6 +15,7 @@ import time
 import aiohttp
 import pytest
 
+from brokernodes.broker_main import ROUTES
 from brokernodes.server.app import build_app
 from brokernodes.server.broker import Broker
 from brokernodes.server.config import BrokerConfig
@@ -65,10 +66,12 @@ PATH_VALUES = {
 
 
 def _routes(tmp_path, cluster_id: str) -> list[tuple[str, str, str]]:
-    """(name, method, path) of every route the broker serves, from its own router."""
+    """(name, method, path) of every route the broker serves, from its own router (with the
+    REST proxy's routes, as the process entry point installs them)."""
     meta = tmp_path / "routes-metadata.json"
     meta.write_text(json.dumps({"cluster_id": cluster_id, "broker_id": 1, "brokers": []}))
-    app = build_app(Broker(BrokerConfig(str(meta), str(tmp_path), 0), StaticMetadataSource(meta)))
+    broker = Broker(BrokerConfig(str(meta), str(tmp_path), 0), StaticMetadataSource(meta))
+    app = build_app(broker, ROUTES)
     routes = []
     for route in app.router.routes():
         if route.method == "HEAD":

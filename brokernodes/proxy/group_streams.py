@@ -20,7 +20,9 @@ for the socket (the SDK's ``AsyncGroupConsumer``, acting with the socket's key) 
   offset}]}`` (offset = the next one to consume, as in Kafka), or an ``{"type": "error",
   "error_code", "message"}`` frame for a refused commit (the stream goes on).
 
-Closing the socket leaves the group.
+Closing the socket leaves the group. The stream shares the broker's socket shell
+(``server/ws/socket.py``: authentication, the stream registry, error closes); its consumer
+reaches the cluster through this broker's own URL, as any SDK client would.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
-from brokernodes.client.group_consumer import AsyncGroupConsumer
+from brokernodes.client import AsyncGroupConsumer
 from brokernodes.errors import SluiceError
 from brokernodes.server.protocol.ws_frames import ProtocolViolation, load_frame
 from brokernodes.server.ws.socket import PeerGone, StreamSocket, close_after_error

@@ -1,0 +1,123 @@
+"""Stateless read cursors over HTTP: ``GET /sluice/v1/topics/{topic}/cursor`` and
+``GET /sluice/v1/cursors/{cursor}``.
+
+A cursor is a signed, opaque position over all of a topic's partitions
+(``protocol/cursor.py``); each read returns records and the next cursor, and any broker can
+serve it: partitions led elsewhere are read from their leaders with the caller's key. The
+broker keeps nothing per cursor.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from brokernodes.errors import SluiceError
+from brokernodes.server.http.log_offsets import cluster_token, log_offsets
+from brokernodes.server.http.util import auth_header, json_response
+from brokernodes.server.protocol import cursor as cursors
+from brokernodes.server.protocol.json_records import render_batches
+from brokernodes.server.protocol.log_offsets import Query
+from brokernodes.server.protocol.params import choice_param, int_param
+
+if TYPE_CHECKING:
+    from brokernodes.server.broker import Broker
+
+CURSOR_MAX_RECORDS = 10_000
+
+
+def add_routes(app: web.Application, broker: Broker) -> None:
+    async def new_cursor(request: web.Request) -> web.Response:
+        topic = request.match_info["topic"]
+        auth = auth_header(request)
+        principal = broker.authorize(auth, "READ", "topic", topic)
+        info = broker.image.topic(topic)
+        start = request.query.get("from", "earliest")
+        ts = None
+        if start not in ("earliest", "latest"):
+            ts = int_param(request.query, "from", minimum=0)
+        view = broker.image
+        found = await log_offsets(
+            broker,
+            view,
+            [Query(topic, p.partition, offset_at=ts) for p in info.partitions],
+            auth,
+        )
+        pos = {}
+        for p in info.partitions:
+            lo = found.get((topic, p.partition))
+            if lo is None:
+                raise SluiceError(f"the leader of {topic}-{p.partition} did not answer; retry")
+            if start == "earliest":
+                pos[p.partition] = lo.log_start_offset
+            elif start == "latest":
+                pos[p.partition] = lo.high_watermark
+            else:
+                pos[p.partition] = (
+                    lo.high_watermark if lo.offset_for_time is None else lo.offset_for_time
+                )
+        c = cursors.Cursor(principal.tenant, topic, info.topic_id, pos)
+        return json_response({"cursor": cursors.encode(c, cluster_token(broker))})
+
+    async def read_partition(
+        topic: str, partition: int, offset: int, limit: int, fmt: str, auth: str | None
+    ) -> tuple[list, int]:
+        info = broker.image.partition(topic, partition)
+        if info.leader == broker.image.broker_id:
+            data = await broker.replicas.fetch(topic, partition, offset, max_bytes=1 << 20)
+            return render_batches(data.read_bytes(), offset, fmt, max_records=limit)
+        url = broker.image.broker_url(info.leader)
+        if url is None:
+            raise SluiceError(f"{topic}-{partition} has no leader right now; retry")
+        path = (
+            f"{url}/sluice/v1/topics/{quote(topic, safe='')}/partitions/{partition}/records"
+            f"?offset={offset}&max_records={limit}&format={fmt}"
+        )
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s,
+            s.get(path, headers={"Authorization": auth or ""}) as resp,
+        ):
+            doc = orjson.loads(await resp.read())
+            if resp.status != 200:
+                err = SluiceError(doc.get("message", "the partition's leader refused"))
+                err.error_code = doc.get("error_code", "UNKNOWN_SERVER_ERROR")
+                raise err
+        return doc["records"], int(doc["next_offset"])
+
+    async def read_cursor(request: web.Request) -> web.Response:
+        auth = auth_header(request)
+        c = cursors.decode(request.match_info["cursor"], cluster_token(broker))
+        principal = broker.authorize(auth, "READ", "topic", c.topic)
+        if principal.tenant != c.tenant:
+            raise cursors.InvalidCursorError("this cursor belongs to another organisation")
+        info = broker.image.topic(c.topic)
+        if info.topic_id != c.topic_id:
+            raise cursors.InvalidCursorError(
+                f"topic {c.topic!r} was re-created since this cursor was made; ask for a new one"
+            )
+        limit = int_param(request.query, "max_records", 500, minimum=1, maximum=CURSOR_MAX_RECORDS)
+        fmt = choice_param(request.query, "format", ("json", "text", "base64"), "json")
+        pos = dict(c.positions)
+        for p in info.partitions:
+            pos.setdefault(p.partition, 0)  # partitions added since: from their start
+        out = []
+        for p in sorted(pos):
+            if len(out) >= limit:
+                break
+            recs, nxt = await read_partition(c.topic, p, pos[p], limit - len(out), fmt, auth)
+            for r in recs:
+                r["partition"] = p
+            out.extend(recs)
+            pos[p] = nxt
+        nxt_cursor = cursors.encode(
+            cursors.Cursor(c.tenant, c.topic, c.topic_id, pos), cluster_token(broker)
+        )
+        return json_response({"records": out, "next_cursor": nxt_cursor})
+
+    r = app.router
+    r.add_get("/sluice/v1/topics/{topic}/cursor", new_cursor, name="cursor_new")
+    r.add_get("/sluice/v1/cursors/{cursor}", read_cursor, name="cursor_read")
