@@ -7,19 +7,20 @@ a trivial aiohttp handler ~130 us), which was a third of a JSON produce, most of
 tenant's requests cost another, and the larger part of a 1 MiB fetch's overhead
 (docs/acls-and-quotas.md, docs/data-plane-api.md).
 
-What: every connection starts here. A request this front serves itself is a plain HTTP/1.1
-request to a route in ``FAST_ROUTES`` with that route's method (produce, fetch, list
-offsets, metadata, producer ids): a ``POST`` with one ``Content-Length`` of at most
-``MAX_FAST_BODY`` bytes, or a ``GET`` without a body, and nothing that needs aiohttp (no
-``Transfer-Encoding``, ``Expect`` or ``Upgrade``). It runs the *same* aiohttp handler
-through the *same* middleware (auth, ACLs, quotas, error bodies, metrics), given a small
-request object with the attributes those use, and writes the handler's answer itself: a
-``web.Response`` serialised whole, or a fetch's ``SliceResponse`` as its head followed by
-its segment file slices (``sendfile``, or copied with flow control). The first request that
-is anything else, or anything this parser is unsure of, hands the connection with every
-byte read so far to a fresh aiohttp ``RequestHandler``, which then owns it for good.
-Requests on a connection are answered in order, one at a time (pipelined ones wait in the
-buffer); the answers to requests read together are written together (``_flush_out``).
+What: every connection starts here. This module is the I/O shell around the sans-IO core
+``protocol.http1``: it feeds the core's ``RequestParser`` what the socket reads, acts on its
+events, and writes what the core's serializer makes of the handler's answer. Which requests
+this front serves itself (plain HTTP/1.1 to a route in ``FAST_ROUTES`` with that route's
+method: produce, fetch, list offsets, metadata, producer ids; bodies of at most
+``MAX_FAST_BODY`` bytes) and which it hands off is the core's rule. A served request runs
+the *same* aiohttp handler through the *same* middleware (auth, ACLs, quotas, error bodies,
+metrics), given the ``SluiceRequest`` both fronts hand handlers, and its answer is written
+here: a ``web.Response`` serialised whole, or a fetch's ``SliceResponse`` as its head
+followed by its segment file slices (``sendfile``, or copied with flow control). On a
+``HandOff`` the connection, with every byte read so far, goes to a fresh aiohttp
+``RequestHandler``, which then owns it for good. Requests on a connection are answered in
+order, one at a time (pipelined ones wait in the parser's buffer); the answers to requests
+read together are written together (``_flush_out``). The shell keeps the timers.
 
 Limits (``connection_limits``): a request head must arrive whole within the head timeout of
 its first byte and its body within the body timeout of the head's end (``408
@@ -38,12 +39,9 @@ import re
 import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from email.utils import formatdate
 from typing import Any
-from urllib.parse import parse_qsl
 
 from aiohttp import web
-from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 
 from brokernodes.errors import RequestTimedOutError
 from brokernodes.server.auth import client_host
@@ -54,6 +52,19 @@ from brokernodes.server.http.connection_limits import (
     head_timed_out,
 )
 from brokernodes.server.http.sendfile import SEND_STALL_TIMEOUT_S, SliceResponse
+from brokernodes.server.protocol import http1
+from brokernodes.server.protocol.http1 import (
+    BODY,
+    END_OF_MESSAGE,
+    HEAD,
+    MAX_HEAD,
+    NEED_DATA,
+    Data,
+    HandOff,
+    Request,
+    RequestParser,
+)
+from brokernodes.server.protocol.request import MatchInfo, SluiceRequest
 
 logger = logging.getLogger("sluice.broker.http")
 
@@ -70,11 +81,9 @@ FAST_ROUTES = {
     "list_offsets": "GET",
 }
 MAX_FAST_BODY = 1024 * 1024  # larger bodies stream through aiohttp (its body deadline)
-MAX_HEAD = 16 * 1024  # a longer request head goes to aiohttp, which refuses it properly
-_EMPTY_QUERY: MultiDictProxy[str] = MultiDictProxy(MultiDict())
-_HANDOFF_HEADERS = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
+__all__ = ["FAST_ROUTES", "MAX_FAST_BODY", "MAX_HEAD", "FastRoutes", "FastServer"]
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Handler = Callable[[Any], Awaitable[web.StreamResponse]]
 Middleware = Callable[[Any, Handler], Awaitable[web.StreamResponse]]
 
 
@@ -86,68 +95,6 @@ class _Route:
         self.method = method
         self.pattern = pattern
         self.handler = handler
-
-
-class _MatchInfo(dict):
-    """``request.match_info``: the path's variables and ``.route.name``."""
-
-    __slots__ = ("route",)
-
-
-class _Body:
-    """``request.content`` for a body that is already whole."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: bytes | bytearray) -> None:
-        self._data = data
-
-    def is_eof(self) -> bool:
-        return True
-
-    async def readany(self) -> bytes | bytearray:
-        data, self._data = self._data, b""
-        return data
-
-
-class FastRequest:
-    """The part of ``web.Request`` the produce handlers and the middleware use."""
-
-    __slots__ = (
-        "_query",
-        "_query_string",
-        "content",
-        "content_length",
-        "headers",
-        "match_info",
-        "method",
-        "path",
-        "remote",
-        "transport",
-    )
-
-    def __init__(self, method, path, query_string, match_info, headers, body, transport, remote):
-        self.method = method
-        self.path = path
-        self._query_string = query_string
-        self._query = None
-        self.match_info = match_info
-        self.headers = headers
-        self.content = _Body(body)
-        self.content_length = len(body)
-        self.transport = transport
-        self.remote = remote
-
-    @property
-    def query(self) -> MultiDictProxy[str]:
-        if self._query is None:
-            qs = self._query_string
-            self._query = (
-                MultiDictProxy(MultiDict(parse_qsl(qs, keep_blank_values=True)))
-                if qs
-                else _EMPTY_QUERY
-            )
-        return self._query
 
 
 class FastRoutes:
@@ -173,40 +120,17 @@ class FastRoutes:
         if missing:
             raise RuntimeError(f"fast HTTP routes not in the app: {sorted(missing)}")
 
-    def match(self, method: str, path: str) -> tuple[_Route, _MatchInfo] | None:
+    def match(self, method: str, path: str) -> tuple[_Route, MatchInfo] | None:
+        """The parser's route function: (route, match info), or None (not served here)."""
         for route in self.routes:
             if route.method != method:
                 continue
             m = route.pattern.fullmatch(path)
             if m is not None:
-                info = _MatchInfo(m.groupdict())
+                info = MatchInfo(m.groupdict())
                 info.route = route
                 return route, info
         return None
-
-
-class _Date:
-    """The ``Date`` header value, formatted once a second."""
-
-    second = -1
-    value = b""
-
-    @classmethod
-    def now(cls) -> bytes:
-        t = int(time.time())
-        if t != cls.second:
-            cls.second, cls.value = t, formatdate(t, usegmt=True).encode()
-        return cls.value
-
-
-def _head(resp: web.StreamResponse, length: int, close: bool) -> list[bytes]:
-    parts = [f"HTTP/1.1 {resp.status} {resp.reason}\r\n".encode("latin-1")]
-    for name, value in resp.headers.items():
-        if name.lower() not in ("content-length", "connection", "date"):
-            parts.append(f"{name}: {value}\r\n".encode("latin-1"))
-    parts.append(b"Content-Length: %d\r\nDate: %s\r\n" % (length, _Date.now()))
-    parts.append(b"Connection: close\r\n\r\n" if close else b"\r\n")
-    return parts
 
 
 def serialize(resp: web.StreamResponse, close: bool) -> bytes:
@@ -218,16 +142,16 @@ def serialize(resp: web.StreamResponse, close: bool) -> bytes:
         body = b""
     elif not isinstance(body, bytes | bytearray):
         raise TypeError("the fast HTTP path writes only bytes bodies")
-    parts = _head(resp, len(body), close)
-    parts.append(body)
-    return b"".join(parts)
+    return http1.response(resp.status, resp.reason, resp.headers.items(), body, not close)
 
 
 def serialize_head(resp: SliceResponse, close: bool) -> bytes:
     """A ``SliceResponse``'s status line and headers (its body is sent from the files)."""
     if resp.prepared:
         raise TypeError("the fast HTTP path sends only unsent responses")
-    return b"".join(_head(resp, resp.content_length or 0, close))
+    return http1.response_head(
+        resp.status, resp.reason, resp.headers.items(), resp.content_length or 0, not close
+    )
 
 
 class FastServer:
@@ -278,7 +202,9 @@ class FastHttpProtocol(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.remote: str | None = None
-        self.buf = bytearray()
+        self.parser = RequestParser(server.routes.match, server.max_body)
+        self._head: Request | None = None  # the request being read or served
+        self._body: bytes | bytearray = b""
         self.busy = False
         self.closing = False
         self.paused = False
@@ -349,9 +275,10 @@ class FastHttpProtocol(asyncio.Protocol):
         self._timer = self._head_deadline = self._body_deadline = None
 
     def data_received(self, data: bytes) -> None:
-        self.buf += data
+        parser = self.parser
+        parser.receive_data(data)
         if self.busy:
-            if len(self.buf) > 2 * MAX_FAST_BODY and not self.paused:
+            if len(parser.buf) > 2 * MAX_FAST_BODY and not self.paused:
                 self.paused = True
                 self.transport.pause_reading()  # type: ignore[union-attr]
             return
@@ -360,113 +287,67 @@ class FastHttpProtocol(asyncio.Protocol):
     # --- request loop ------------------------------------------------------------------
 
     def _next(self) -> None:
-        """Serve the next whole request in the buffer, or hand off, or wait for bytes."""
-        buf = self.buf
-        if not buf or self.closing:
+        """Feed the parser: serve the next whole request, or hand off, or wait for bytes
+        (arming the head or body deadline)."""
+        if self.closing:
             return
-        end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            if len(buf) > MAX_HEAD or not 65 <= buf[0] <= 90:
-                self._hand_off()  # too long, or no method (TLS, garbage): aiohttp's 400
-            elif self._head_deadline is None:  # from the head's first byte, never extended
-                self._head_deadline = self._loop.call_later(
-                    self.server.limits.request_head_timeout_s, self._head_timed_out
-                )
-            return
-        if self._head_deadline is not None:
-            self._head_deadline.cancel()
-            self._head_deadline = None
-        parsed = self._parse_head(end)
-        if parsed is None:
-            self._hand_off()
-            return
-        method_path, headers, length, close = parsed
-        start = end + 4
-        if len(buf) < start + length:
-            if self._body_deadline is None:
-                self._body_deadline = self._loop.call_later(
-                    self.server.body_timeout_s, self._body_timed_out, method_path, headers
-                )
-            return
+        parser = self.parser
+        while True:
+            event = parser.next_event()
+            kind = type(event)
+            if kind is Request:
+                self._head = event  # type: ignore[assignment]
+                if self._head_deadline is not None:
+                    self._head_deadline.cancel()
+                    self._head_deadline = None
+            elif kind is Data:
+                self._body = event.data  # type: ignore[union-attr]
+            elif event is END_OF_MESSAGE:
+                break
+            elif event is NEED_DATA:
+                state = parser.state
+                if state is HEAD and self._head_deadline is None:
+                    # from the head's first byte, never extended
+                    self._head_deadline = self._loop.call_later(
+                        self.server.limits.request_head_timeout_s, self._head_timed_out
+                    )
+                elif state is BODY and self._body_deadline is None:
+                    self._body_deadline = self._loop.call_later(
+                        self.server.body_timeout_s, self._body_timed_out, self._head
+                    )
+                return
+            elif kind is HandOff:
+                self._hand_off()
+                return
+            else:  # PAUSED: served one at a time
+                return
         if self._body_deadline is not None:
             self._body_deadline.cancel()
             self._body_deadline = None
-        body = buf[start : start + length]
-        del buf[: start + length]
+        head = self._head
+        body, self._body = self._body, b""
         self.busy = True
         self._started = False
-        handler = method_path[2][0].handler
-        self._task = self._loop.create_task(self._serve(method_path, headers, body, close, handler))
+        handler = head.route[0].handler  # type: ignore[union-attr]
+        self._task = self._loop.create_task(
+            self._serve(head, body, not head.keep_alive, handler)  # type: ignore[union-attr, arg-type]
+        )
 
-    def _parse_head(self, end: int):
-        """(route match, headers, Content-Length, close?) or None to hand off."""
-        head = bytes(self.buf[:end])
-        lines = head.split(b"\r\n")
-        if b"\0" in head or head.count(b"\r") != len(lines) - 1:
-            return None  # a NUL or a bare CR in the head: aiohttp's 400
-        request_line = lines[0].split(b" ")
-        if len(request_line) != 3 or request_line[2] != b"HTTP/1.1":
-            return None
-        method = request_line[0]
-        if method != b"POST" and method != b"GET":
-            return None
-        target = request_line[1]
-        if not target.startswith(b"/"):
-            return None
-        raw_path, _, query = target.partition(b"?")
-        if b"%" in raw_path or b"#" in target:
-            return None  # percent-escapes: aiohttp's router decodes paths its own way
-        try:
-            path = raw_path.decode("ascii")
-            query_string = query.decode("ascii")
-        except UnicodeError:
-            return None
-        matched = self.server.routes.match(method.decode("ascii"), path)
-        if matched is None:
-            return None
-        headers = CIMultiDict()
-        length = None
-        close = False
-        host = False
-        for line in lines[1:]:
-            name, sep, value = line.partition(b":")
-            if not sep or not name or name != name.strip() or b" " in name or b"\t" in name:
-                return None
-            lname = name.lower()
-            value = value.strip()
-            if lname in _HANDOFF_HEADERS:
-                return None
-            if lname == b"content-length":
-                if length is not None or not value.isdigit():
-                    return None
-                length = int(value)
-            elif lname == b"host":
-                host = True
-            elif lname == b"connection":
-                tokens = {t.strip() for t in value.lower().split(b",")}
-                if b"close" in tokens:
-                    close = True
-                if b"upgrade" in tokens:
-                    return None
-            try:
-                headers.add(name.decode("ascii"), value.decode("latin-1"))
-            except UnicodeError:
-                return None
-        if not host:
-            return None  # aiohttp's middleware answers 400
-        if method == b"GET":
-            if length:
-                return None  # a GET with a body: aiohttp's to read and ignore
-            length = 0
-        elif length is None or length > self.server.max_body:
-            return None  # aiohttp refuses an oversize body from its Content-Length
-        return (path, query_string, matched), CIMultiDictProxy(headers), length, close
-
-    async def _serve(self, method_path, headers, body, close: bool, handler: Handler) -> None:
+    async def _serve(
+        self, head: Request, body: bytes | bytearray, close: bool, handler: Handler
+    ) -> None:
         self._started = True
-        path, query_string, (route, match_info) = method_path
-        request = FastRequest(
-            route.method, path, query_string, match_info, headers, body, self.transport, self.remote
+        route, match_info = head.route
+        path = head.path
+        request = SluiceRequest.from_parsed(
+            route.method,
+            path,
+            head.query_string,
+            match_info,
+            head.headers,
+            body,
+            self.remote,
+            self.transport,
         )
         try:
             resp = await self.server.routes.middleware(request, handler)
@@ -481,6 +362,7 @@ class FastHttpProtocol(asyncio.Protocol):
             return
         if self.closing:
             return
+        parser = self.parser
         if isinstance(resp, SliceResponse):
             self._flush_out()
             try:
@@ -493,7 +375,7 @@ class FastHttpProtocol(asyncio.Protocol):
             if not whole:
                 self._close()
                 return
-        elif self.buf and not close:
+        elif parser.buf and not close:
             self._out.append(data)  # written with the next answer (see _flush_soon)
         else:
             self._flush_out(data)
@@ -502,10 +384,11 @@ class FastHttpProtocol(asyncio.Protocol):
         if close:
             self._close()
             return
+        parser.start_next_cycle()
         if self.paused:
             self.paused = False
             self.transport.resume_reading()  # type: ignore[union-attr]
-        if self.buf:
+        if parser.buf:
             self._next()
         if self._out and not self._flush_scheduled:
             self._flush_scheduled = True
@@ -550,20 +433,21 @@ class FastHttpProtocol(asyncio.Protocol):
         handler = self.server.fallback()
         transport.set_protocol(handler)
         handler.connection_made(transport)
-        data, self.buf = bytes(self.buf), bytearray()
+        data = self.parser.trailing_data
+        self.parser.buf.clear()
         if data:
             handler.data_received(data)
         if self.paused:
             self.paused = False
             transport.resume_reading()
 
-    def _body_timed_out(self, method_path, headers) -> None:
+    def _body_timed_out(self, head: Request) -> None:
         """The body did not arrive within ``body_timeout_s``: REQUEST_TIMED_OUT (through the
         middleware, as aiohttp's path answers it) and the connection is closed."""
         self._body_deadline = None
         if self.closing or self.busy:
             return
-        self.buf = bytearray()
+        self.parser.buf.clear()
         self.busy = True
         timeout = self.server.body_timeout_s
 
@@ -572,7 +456,7 @@ class FastHttpProtocol(asyncio.Protocol):
                 f"the request body did not arrive within {timeout:g} s; the connection is closed"
             )
 
-        self._loop.create_task(self._serve(method_path, headers, b"", True, timed_out))
+        self._loop.create_task(self._serve(head, b"", True, timed_out))
 
     def _head_timed_out(self) -> None:
         """A head did not arrive whole within the head timeout of its first byte:
@@ -580,7 +464,7 @@ class FastHttpProtocol(asyncio.Protocol):
         self._head_deadline = None
         if self.closing or self.busy:
             return
-        self.buf = bytearray()
+        self.parser.buf.clear()
         self._flush_out(head_timed_out(self.server.limits.request_head_timeout_s))
         self._close()
 
@@ -609,7 +493,7 @@ class FastHttpProtocol(asyncio.Protocol):
         if self.busy:
             self._evicted = True
             return
-        self.buf = bytearray()
+        self.parser.buf.clear()
         self._flush_out(TOO_MANY_CONNECTIONS)
         self._close()
 

@@ -241,9 +241,10 @@ def test_requests_the_fast_front_does_not_take_are_served_by_aiohttp(broker, var
         request = f"POST {path} HTTP/1.1\r\n{head}Content-Length: +{len(body)}\r\n\r\n"
         request = request.encode() + body
         expected = 400
-    else:  # a header line longer than the fast front reads
+    else:  # a head longer than the fast front reads: aiohttp refuses it, however it is split
         request = f"POST {path} HTTP/1.1\r\n{head}X-Pad: {'p' * 20000}\r\n"
         request = (request + f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        expected = 400
     response = raw_request(broker.port, request)
     assert status_of(response) == expected, response[:300]
     values = [v for _, v in fetch_all_values(broker, "events", 0)]

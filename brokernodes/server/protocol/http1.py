@@ -1,0 +1,347 @@
+"""The lean HTTP/1.1 front's protocol core, sans-IO: bytes in, events out, answers to bytes.
+
+Why: the front's parsing, pipelining state and hand-off rules are the part most easily got
+wrong, and they can be tested exhaustively (every split of a byte stream, every malformed
+head) only where no socket, event loop or timer is involved. ``http.fast`` is the shell
+that feeds this parser what the socket reads and writes what the serializer returns.
+
+What ``RequestParser`` takes: plain HTTP/1.1 requests whose method and path the caller's
+``route`` function accepts, a ``POST`` with one ``Content-Length`` of at most ``max_body``
+bytes or a ``GET`` without a body, with a ``Host`` header and without ``Transfer-Encoding``,
+``Expect`` or ``Upgrade``. Anything else, or anything it is unsure of (a NUL or bare CR in
+the head, a percent-escape in the path, a head over ``MAX_HEAD`` bytes, bytes that cannot
+start a method), yields ``HandOff``: the whole connection, with every byte read so far
+(``trailing_data``), goes to a full HTTP server, which answers it properly. ``HandOff.status``
+is the status the request warrants if it is malformed (400, 413, 431), 0 if it is only not
+a request this core serves.
+
+Events, per request: ``Request`` (the parsed head), ``Data`` (the whole body, only if it is
+not empty: the front buffers bodies of at most ``max_body`` bytes), ``EndOfMessage``. The
+parser then pauses (``PAUSED``) until the caller has answered and calls ``start_next_cycle``:
+pipelined requests wait in the buffer and are answered in order. After a request with
+``Connection: close`` it stays paused for good (``keep_alive`` is False). ``NEED_DATA`` says
+more bytes are needed; ``state`` says whether a head or a body is under way (the shell's
+deadlines).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from email.utils import formatdate
+from typing import Any
+
+from multidict import CIMultiDict, CIMultiDictProxy
+
+MAX_HEAD = 16 * 1024  # a longer request head is handed off (the full server refuses it)
+
+# parser states
+IDLE = "IDLE"  # between requests, no byte of the next one read
+HEAD = "HEAD"  # part of a head read
+BODY = "BODY"  # head parsed, part of its body read
+DONE = "DONE"  # a request read whole; waiting for start_next_cycle
+HANDED_OFF = "HANDED_OFF"  # the connection belongs to the full server now
+
+_CONTENT_LENGTH = "Content-Length"
+_HOST = "Host"
+_CONNECTION = "Connection"
+# the header names the parser acts on (lower case): framing and connection state, and those
+# that only the full server handles (their value: the reason for the hand-off)
+_SPECIAL = {
+    b"content-length": _CONTENT_LENGTH,
+    b"host": _HOST,
+    b"connection": _CONNECTION,
+    b"transfer-encoding": "Transfer-Encoding",
+    b"expect": "Expect",
+    b"upgrade": "Upgrade",
+}
+
+
+class _Sentinel:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+NEED_DATA = _Sentinel("NEED_DATA")
+PAUSED = _Sentinel("PAUSED")
+
+
+class Request:
+    """A request head: ``route`` is what the caller's route function returned for it."""
+
+    __slots__ = (
+        "content_length",
+        "headers",
+        "keep_alive",
+        "method",
+        "path",
+        "query_string",
+        "route",
+    )
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        query_string: str,
+        headers: CIMultiDictProxy[str],
+        content_length: int,
+        keep_alive: bool,
+        route: Any,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.query_string = query_string
+        self.headers = headers
+        self.content_length = content_length
+        self.keep_alive = keep_alive
+        self.route = route
+
+    def __repr__(self) -> str:
+        return f"Request({self.method} {self.path}?{self.query_string})"
+
+
+class Data:
+    """A request's whole body."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytearray) -> None:
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"Data({len(self.data)} bytes)"
+
+
+class EndOfMessage:
+    """The request read so far is whole."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "EndOfMessage()"
+
+
+END_OF_MESSAGE = EndOfMessage()
+
+
+class HandOff:
+    """The connection goes to the full HTTP server with ``RequestParser.trailing_data``."""
+
+    __slots__ = ("reason", "status")
+
+    def __init__(self, reason: str, status: int = 0) -> None:
+        self.reason = reason
+        self.status = status
+
+    def __repr__(self) -> str:
+        return f"HandOff({self.reason!r}, {self.status})"
+
+
+Event = Request | Data | EndOfMessage | HandOff | _Sentinel
+RouteFn = Callable[[str, str], Any]  # (method, path) -> route, or None: not served here
+
+
+class RequestParser:
+    """Server-side HTTP/1.1 parser for the lean front (module docstring)."""
+
+    __slots__ = ("_body_end", "_route", "buf", "keep_alive", "max_body", "state")
+
+    def __init__(self, route: RouteFn, max_body: int) -> None:
+        self._route = route
+        self.max_body = max_body
+        self.buf = bytearray()
+        self.state = IDLE
+        self.keep_alive = True
+        self._body_end = 0
+
+    def receive_data(self, data: bytes) -> None:
+        self.buf += data
+        if self.state is IDLE and data:
+            self.state = HEAD
+
+    @property
+    def trailing_data(self) -> bytes:
+        """Every byte read and not yet consumed (what a hand-off passes on)."""
+        return bytes(self.buf)
+
+    def start_next_cycle(self) -> None:
+        """The last request is answered: parse the next one."""
+        if self.state is not DONE or not self.keep_alive:
+            raise RuntimeError(f"start_next_cycle in state {self.state}")
+        self.state = HEAD if self.buf else IDLE
+
+    def next_event(self) -> Event:
+        state = self.state
+        if state is BODY:  # inline: two of a request's three events come from here
+            length = self._body_end
+            if length < 0:  # no (more) body to give out: the message ends
+                self.state = DONE
+                return END_OF_MESSAGE
+            buf = self.buf
+            if len(buf) < length:
+                return NEED_DATA
+            self._body_end = -1
+            body = buf[:length]
+            del buf[:length]
+            return Data(body)
+        if state is HEAD:
+            return self._read_head()
+        if state is IDLE:
+            return NEED_DATA
+        if state is DONE:
+            return PAUSED
+        return HandOff("handed off already")
+
+    def _hand_off(self, reason: str, status: int = 0) -> HandOff:
+        self.state = HANDED_OFF
+        return HandOff(reason, status)
+
+    def _read_head(self) -> Event:
+        buf = self.buf
+        if not 65 <= buf[0] <= 90:  # no method: TLS, garbage
+            return self._hand_off("not an HTTP/1.1 request line", 400)
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buf) > MAX_HEAD:
+                return self._hand_off("request head too large", 431)
+            return NEED_DATA
+        if end > MAX_HEAD:
+            return self._hand_off("request head too large", 431)
+        parsed = self._parse_head(bytes(buf[:end]))
+        if isinstance(parsed, HandOff):
+            self.state = HANDED_OFF
+            return parsed
+        del buf[: end + 4]
+        self.keep_alive = parsed.keep_alive
+        self._body_end = parsed.content_length or -1  # -1: no (more) body to give out
+        self.state = BODY
+        return parsed
+
+    def _parse_head(self, head: bytes) -> Request | HandOff:
+        lines = head.split(b"\r\n")
+        if b"\0" in head or head.count(b"\r") != len(lines) - 1:
+            return HandOff("a NUL or a bare CR in the head", 400)
+        request_line = lines[0].split(b" ")
+        if len(request_line) != 3 or request_line[2] != b"HTTP/1.1":
+            return HandOff("not an HTTP/1.1 request line")
+        method = request_line[0]
+        if method != b"POST" and method != b"GET":
+            return HandOff("a method this front does not serve")
+        target = request_line[1]
+        if not target.startswith(b"/"):
+            return HandOff("not an origin-form target")
+        raw_path, _, query = target.partition(b"?")
+        if b"%" in raw_path or b"#" in target:
+            return HandOff("percent-escapes or a fragment in the target")
+        try:
+            path = raw_path.decode("ascii")
+            query_string = query.decode("ascii")
+        except UnicodeError:
+            return HandOff("a target that is not ASCII", 400)
+        method_s = method.decode("ascii")
+        route = self._route(method_s, path)
+        if route is None:
+            return HandOff("a route this front does not serve")
+        pairs: list[tuple[str, str]] = []
+        length = None
+        keep_alive = True
+        host = False
+        try:
+            for line in lines[1:]:
+                name, sep, value = line.partition(b":")
+                if not sep or not name or b" " in name or b"\t" in name or name != name.strip():
+                    return HandOff("a malformed header line", 400)
+                value = value.strip()
+                special = _SPECIAL.get(name.lower())
+                if special is not None:
+                    if special is _CONTENT_LENGTH:
+                        if length is not None or not value.isdigit():
+                            return HandOff("a Content-Length repeated or not a number", 400)
+                        length = int(value)
+                    elif special is _HOST:
+                        host = True
+                    elif special is _CONNECTION:
+                        tokens = {t.strip() for t in value.lower().split(b",")}
+                        if b"close" in tokens:
+                            keep_alive = False
+                        if b"upgrade" in tokens:
+                            return HandOff("Connection: upgrade")
+                    else:
+                        return HandOff(f"a {special} header")
+                pairs.append((name.decode("ascii"), value.decode("latin-1")))
+        except UnicodeError:
+            return HandOff("a header name that is not ASCII", 400)
+        if not host:
+            return HandOff("no Host header (HTTP/1.1 requires it)", 400)
+        if method == b"GET":
+            if length:
+                return HandOff("a GET with a body")
+            length = 0
+        elif length is None:
+            return HandOff("a POST without Content-Length")
+        elif length > self.max_body:
+            return HandOff("a body over this front's limit", 413)
+        return Request(
+            method_s,
+            path,
+            query_string,
+            CIMultiDictProxy(CIMultiDict(pairs)),
+            length,
+            keep_alive,
+            route,
+        )
+
+
+# --- answers --------------------------------------------------------------------------
+
+
+class _Date:
+    """The ``Date`` header value, formatted once a second."""
+
+    second = -1
+    value = b""
+
+    @classmethod
+    def now(cls) -> bytes:
+        t = int(time.time())
+        if t != cls.second:
+            cls.second, cls.value = t, formatdate(t, usegmt=True).encode()
+        return cls.value
+
+
+_FRAMING = frozenset({"content-length", "connection", "date", "transfer-encoding"})
+
+
+def response_head(
+    status: int,
+    reason: str,
+    headers: Iterable[tuple[str, str]],
+    length: int,
+    keep_alive: bool,
+) -> bytes:
+    """An answer's status line and headers with ``Content-Length: length``; the framing
+    headers (length, ``Connection``, ``Date``) are this serializer's, not the caller's."""
+    parts = [f"HTTP/1.1 {status} {reason}\r\n".encode("latin-1")]
+    for name, value in headers:
+        if name.lower() not in _FRAMING:
+            parts.append(f"{name}: {value}\r\n".encode("latin-1"))
+    parts.append(b"Content-Length: %d\r\nDate: %s\r\n" % (length, _Date.now()))
+    parts.append(b"\r\n" if keep_alive else b"Connection: close\r\n\r\n")
+    return b"".join(parts)
+
+
+def response(
+    status: int,
+    reason: str,
+    headers: Iterable[tuple[str, str]],
+    body: bytes | bytearray,
+    keep_alive: bool,
+) -> bytes:
+    """A whole answer: ``response_head`` and the body."""
+    return response_head(status, reason, headers, len(body), keep_alive) + body
