@@ -7,4 +7,7 @@ Its top level assembles one broker node: ``main`` (process, listener, shutdown),
 import downwards only (an import-linter layers contract): ``ws`` and ``http`` (handlers and
 fronts), then the ``Broker``, then ``coordinator`` (consumer groups), ``replica`` (hosted
 partitions and their replication), ``metadata`` and ``protocol`` (pure: what the APIs say).
+
+It never imports the SDK: the REST proxy (``brokernodes.proxy``), which runs SDK consumers,
+is installed into the app by the process entry point (``brokernodes.broker_main``).
 """
