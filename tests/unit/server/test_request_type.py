@@ -1,0 +1,89 @@
+"""Both HTTP fronts hand handlers the same ``SluiceRequest`` for the same request.
+
+Each front listens on loopback as the broker's ``listen`` sets it up (the lean front in
+front of aiohttp, or aiohttp alone), with the real middleware; a handler on a fast route
+records what it was handed, and the same raw bytes are sent to each."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from aiohttp import web
+
+from brokernodes.server.app import build_app
+from brokernodes.server.broker import Broker
+from brokernodes.server.config import BrokerConfig
+from brokernodes.server.http.body import read_body
+from brokernodes.server.main import listen
+from brokernodes.server.metadata.cluster import StaticMetadataSource
+from brokernodes.server.protocol.request import SluiceRequest
+
+PATH = "/sluice/v1/topics/events/partitions/0/batches"
+BODY = b"\x00\x01body bytes\xff"
+RAW = (
+    f"POST {PATH}?acks=all&x=1&x=2&empty= HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    f"Authorization: Bearer k.s\r\nX-Trace: a:b\r\nContent-Length: {len(BODY)}\r\n\r\n"
+).encode() + BODY
+
+
+async def _seen_by_handler(tmp_path, front: str) -> dict:
+    meta = tmp_path / "m.json"
+    meta.write_text(json.dumps({"cluster_id": "c", "broker_id": 1, "brokers": []}))
+    config = BrokerConfig(str(meta), str(tmp_path / front), 0, http_front=front)
+    broker = Broker(config, StaticMetadataSource(meta))
+    app = build_app(broker)
+    seen: dict = {}
+
+    async def probe(request):
+        seen.update(
+            type=type(request),
+            method=request.method,
+            path=request.path,
+            query=list(request.query.items()),
+            match_info=dict(request.match_info),
+            route_name=request.route_name,
+            headers={k: request.headers[k] for k in ("Host", "authorization", "X-Trace")},
+            content_length=request.content_length,
+            body=bytes(await read_body(request, max_bytes=1 << 20, timeout=5.0)),
+            remote=request.remote,
+            version=tuple(request.version),
+            has_transport=request.transport is not None,
+        )
+        return web.Response(text="ok")
+
+    # the binary produce route is a fast one: replace its handler with the probe
+    (route,) = [r for r in app.router.routes() if r.name == "produce_binary"]
+    route._handler = probe
+    runner = web.AppRunner(app)
+    await runner.setup()
+    server, fast = await listen(config, app, runner)
+    assert (fast is not None) == (front == "fast")
+    try:
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(RAW)
+        await writer.drain()
+        async with asyncio.timeout(10):
+            head = await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+        assert head.startswith(b"HTTP/1.1 200"), head
+        # which front answered: aiohttp names itself, the lean front does not
+        assert (b"Server:" in head) == (front == "aiohttp"), head
+    finally:
+        server.close()
+        await runner.cleanup()
+    return seen
+
+
+def test_both_fronts_hand_handlers_the_same_request(tmp_path):
+    fast = asyncio.run(_seen_by_handler(tmp_path, "fast"))
+    slow = asyncio.run(_seen_by_handler(tmp_path, "aiohttp"))
+    assert fast["type"] is SluiceRequest and slow["type"] is SluiceRequest
+    assert fast == slow
+    assert fast["query"] == [("acks", "all"), ("x", "1"), ("x", "2"), ("empty", "")]
+    assert fast["match_info"] == {"topic": "events", "partition": "0"}
+    assert fast["route_name"] == "produce_binary"
+    assert fast["body"] == BODY and fast["content_length"] == len(BODY)
+    assert fast["remote"] == "127.0.0.1" and fast["version"] == (1, 1)
+    assert fast["headers"]["X-Trace"] == "a:b"
