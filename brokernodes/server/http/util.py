@@ -14,6 +14,7 @@ from brokernodes.errors import (
     UnknownClusterError,
 )
 from brokernodes.server.protocol.params import partition_param
+from brokernodes.server.protocol.request import SluiceRequest
 from brokernodes.server.protocol.responses import error_body, status_for
 
 if TYPE_CHECKING:
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 
 BROKER_KEY: web.AppKey[Broker] = web.AppKey("broker")
 JSON = "application/json"
+# what a handler is handed: a SluiceRequest, or aiohttp's request on a WebSocket route
+AnyRequest = SluiceRequest | web.BaseRequest
 
 
 def json_response(body: object, status: int = 200) -> web.Response:
@@ -37,7 +40,7 @@ def error_response(error: SluiceError, request_id: str | None = None) -> web.Res
     return resp
 
 
-def check_cluster(broker: Broker, request: web.Request) -> None:
+def check_cluster(broker: Broker, request: AnyRequest) -> None:
     cluster = request.match_info.get("cluster")
     if cluster is not None and cluster != broker.image.cluster_id:
         raise UnknownClusterError(
@@ -46,10 +49,10 @@ def check_cluster(broker: Broker, request: web.Request) -> None:
         )
 
 
-def topic_partition(request: web.Request) -> tuple[str, int]:
+def topic_partition(request: AnyRequest) -> tuple[str, int]:
     """(topic, partition) from the path."""
     return request.match_info["topic"], partition_param(request.match_info["partition"])
 
 
-def auth_header(request: web.Request) -> str | None:
+def auth_header(request: AnyRequest) -> str | None:
     return request.headers.get("Authorization")
