@@ -434,7 +434,7 @@ class FastHttpProtocol(asyncio.Protocol):
         transport.set_protocol(handler)
         handler.connection_made(transport)
         data = self.parser.trailing_data
-        self.parser.buf.clear()
+        self.parser.discard()
         if data:
             handler.data_received(data)
         if self.paused:
@@ -447,7 +447,7 @@ class FastHttpProtocol(asyncio.Protocol):
         self._body_deadline = None
         if self.closing or self.busy:
             return
-        self.parser.buf.clear()
+        self.parser.discard()
         self.busy = True
         timeout = self.server.body_timeout_s
 
@@ -464,7 +464,7 @@ class FastHttpProtocol(asyncio.Protocol):
         self._head_deadline = None
         if self.closing or self.busy:
             return
-        self.parser.buf.clear()
+        self.parser.discard()
         self._flush_out(head_timed_out(self.server.limits.request_head_timeout_s))
         self._close()
 
@@ -493,7 +493,7 @@ class FastHttpProtocol(asyncio.Protocol):
         if self.busy:
             self._evicted = True
             return
-        self.parser.buf.clear()
+        self.parser.discard()
         self._flush_out(TOO_MANY_CONNECTIONS)
         self._close()
 

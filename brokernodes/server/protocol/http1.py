@@ -170,6 +170,13 @@ class RequestParser:
         """Every byte read and not yet consumed (what a hand-off passes on)."""
         return bytes(self.buf)
 
+    def discard(self) -> None:
+        """Drop every byte read and not yet consumed (the connection is closing, or its
+        bytes were passed on with a hand-off)."""
+        self.buf.clear()
+        if self.state is HEAD:
+            self.state = IDLE
+
     def start_next_cycle(self) -> None:
         """The last request is answered: parse the next one."""
         if self.state is not DONE or not self.keep_alive:

@@ -274,3 +274,11 @@ def test_response_head_for_a_closing_answer_and_a_body_sent_apart():
     assert head.endswith(b"Content-Length: 1048576\r\nDate: " + http1._Date.now() + b"\r\n"
                          b"Connection: close\r\n\r\n")  # fmt: skip
     assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+
+
+def test_discard_drops_unread_bytes_and_a_partial_head():
+    p = parser()
+    p.receive_data(b"GET /topics/t/rec")
+    assert p.next_event() is NEED_DATA and p.state == http1.HEAD
+    p.discard()
+    assert p.trailing_data == b"" and p.state == http1.IDLE and p.next_event() is NEED_DATA
