@@ -64,7 +64,7 @@ from brokernodes.server.protocol.http1 import (
     Request,
     RequestParser,
 )
-from brokernodes.server.protocol.request import MatchInfo, SluiceRequest
+from brokernodes.server.protocol.request import BufferedBody, MatchInfo, SluiceRequest
 
 logger = logging.getLogger("sluice.broker.http")
 
@@ -339,13 +339,14 @@ class FastHttpProtocol(asyncio.Protocol):
         self._started = True
         route, match_info = head.route
         path = head.path
-        request = SluiceRequest.from_parsed(
+        request = SluiceRequest(
             route.method,
             path,
             head.query_string,
             match_info,
             head.headers,
-            body,
+            BufferedBody(body),
+            len(body),
             self.remote,
             self.transport,
         )

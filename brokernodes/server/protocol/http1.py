@@ -42,19 +42,8 @@ BODY = "BODY"  # head parsed, part of its body read
 DONE = "DONE"  # a request read whole; waiting for start_next_cycle
 HANDED_OFF = "HANDED_OFF"  # the connection belongs to the full server now
 
-_CONTENT_LENGTH = "Content-Length"
-_HOST = "Host"
-_CONNECTION = "Connection"
-# the header names the parser acts on (lower case): framing and connection state, and those
-# that only the full server handles (their value: the reason for the hand-off)
-_SPECIAL = {
-    b"content-length": _CONTENT_LENGTH,
-    b"host": _HOST,
-    b"connection": _CONNECTION,
-    b"transfer-encoding": "Transfer-Encoding",
-    b"expect": "Expect",
-    b"upgrade": "Upgrade",
-}
+# headers only the full server handles
+_HANDOFF_HEADERS = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
 
 
 class _Sentinel:
@@ -197,8 +186,26 @@ class RequestParser:
             body = buf[:length]
             del buf[:length]
             return Data(body)
-        if state is HEAD:
-            return self._read_head()
+        if state is HEAD:  # inline too: one call per event
+            buf = self.buf
+            if not 65 <= buf[0] <= 90:  # no method: TLS, garbage
+                return self._hand_off("not an HTTP/1.1 request line", 400)
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buf) > MAX_HEAD:
+                    return self._hand_off("request head too large", 431)
+                return NEED_DATA
+            if end > MAX_HEAD:
+                return self._hand_off("request head too large", 431)
+            parsed = self._parse_head(bytes(buf[:end]))
+            if parsed.__class__ is HandOff:
+                self.state = HANDED_OFF
+                return parsed
+            del buf[: end + 4]
+            self.keep_alive = parsed.keep_alive  # type: ignore[union-attr]
+            self._body_end = parsed.content_length or -1  # type: ignore[union-attr]
+            self.state = BODY
+            return parsed
         if state is IDLE:
             return NEED_DATA
         if state is DONE:
@@ -208,27 +215,6 @@ class RequestParser:
     def _hand_off(self, reason: str, status: int = 0) -> HandOff:
         self.state = HANDED_OFF
         return HandOff(reason, status)
-
-    def _read_head(self) -> Event:
-        buf = self.buf
-        if not 65 <= buf[0] <= 90:  # no method: TLS, garbage
-            return self._hand_off("not an HTTP/1.1 request line", 400)
-        end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            if len(buf) > MAX_HEAD:
-                return self._hand_off("request head too large", 431)
-            return NEED_DATA
-        if end > MAX_HEAD:
-            return self._hand_off("request head too large", 431)
-        parsed = self._parse_head(bytes(buf[:end]))
-        if isinstance(parsed, HandOff):
-            self.state = HANDED_OFF
-            return parsed
-        del buf[: end + 4]
-        self.keep_alive = parsed.keep_alive
-        self._body_end = parsed.content_length or -1  # -1: no (more) body to give out
-        self.state = BODY
-        return parsed
 
     def _parse_head(self, head: bytes) -> Request | HandOff:
         lines = head.split(b"\r\n")
@@ -255,35 +241,34 @@ class RequestParser:
         route = self._route(method_s, path)
         if route is None:
             return HandOff("a route this front does not serve")
-        pairs: list[tuple[str, str]] = []
+        headers: CIMultiDict[str] = CIMultiDict()
         length = None
         keep_alive = True
         host = False
-        try:
-            for line in lines[1:]:
-                name, sep, value = line.partition(b":")
-                if not sep or not name or b" " in name or b"\t" in name or name != name.strip():
-                    return HandOff("a malformed header line", 400)
-                value = value.strip()
-                special = _SPECIAL.get(name.lower())
-                if special is not None:
-                    if special is _CONTENT_LENGTH:
-                        if length is not None or not value.isdigit():
-                            return HandOff("a Content-Length repeated or not a number", 400)
-                        length = int(value)
-                    elif special is _HOST:
-                        host = True
-                    elif special is _CONNECTION:
-                        tokens = {t.strip() for t in value.lower().split(b",")}
-                        if b"close" in tokens:
-                            keep_alive = False
-                        if b"upgrade" in tokens:
-                            return HandOff("Connection: upgrade")
-                    else:
-                        return HandOff(f"a {special} header")
-                pairs.append((name.decode("ascii"), value.decode("latin-1")))
-        except UnicodeError:
-            return HandOff("a header name that is not ASCII", 400)
+        for line in lines[1:]:
+            name, sep, value = line.partition(b":")
+            if not sep or not name or name != name.strip() or b" " in name or b"\t" in name:
+                return HandOff("a malformed header line", 400)
+            lname = name.lower()
+            value = value.strip()
+            if lname in _HANDOFF_HEADERS:
+                return HandOff(f"a {lname.decode()} header")
+            if lname == b"content-length":
+                if length is not None or not value.isdigit():
+                    return HandOff("a Content-Length repeated or not a number", 400)
+                length = int(value)
+            elif lname == b"host":
+                host = True
+            elif lname == b"connection":
+                tokens = {t.strip() for t in value.lower().split(b",")}
+                if b"close" in tokens:
+                    keep_alive = False
+                if b"upgrade" in tokens:
+                    return HandOff("Connection: upgrade")
+            try:
+                headers.add(name.decode("ascii"), value.decode("latin-1"))
+            except UnicodeError:
+                return HandOff("a header name that is not ASCII", 400)
         if not host:
             return HandOff("no Host header (HTTP/1.1 requires it)", 400)
         if method == b"GET":
@@ -298,7 +283,7 @@ class RequestParser:
             method_s,
             path,
             query_string,
-            CIMultiDictProxy(CIMultiDict(pairs)),
+            CIMultiDictProxy(headers),
             length,
             keep_alive,
             route,
@@ -325,30 +310,32 @@ class _Date:
 _FRAMING = frozenset({"content-length", "connection", "date", "transfer-encoding"})
 
 
-def response_head(
-    status: int,
-    reason: str,
-    headers: Iterable[tuple[str, str]],
-    length: int,
-    keep_alive: bool,
-) -> bytes:
-    """An answer's status line and headers with ``Content-Length: length``; the framing
-    headers (length, ``Connection``, ``Date``) are this serializer's, not the caller's."""
-    parts = [f"HTTP/1.1 {status} {reason}\r\n".encode("latin-1")]
-    for name, value in headers:
-        if name.lower() not in _FRAMING:
-            parts.append(f"{name}: {value}\r\n".encode("latin-1"))
-    parts.append(b"Content-Length: %d\r\nDate: %s\r\n" % (length, _Date.now()))
-    parts.append(b"\r\n" if keep_alive else b"Connection: close\r\n\r\n")
-    return b"".join(parts)
-
-
 def response(
     status: int,
     reason: str,
     headers: Iterable[tuple[str, str]],
     body: bytes | bytearray,
     keep_alive: bool,
+    length: int = -1,
 ) -> bytes:
-    """A whole answer: ``response_head`` and the body."""
-    return response_head(status, reason, headers, len(body), keep_alive) + body
+    """An answer: status line, the caller's headers, then the framing headers this
+    serializer owns (``Content-Length``, ``Date``, ``Connection: close`` when the connection
+    ends; the caller's own are dropped), then ``body``. ``length`` (with an empty ``body``)
+    announces a body the caller sends apart, such as file slices."""
+    parts = [f"HTTP/1.1 {status} {reason}\r\n".encode("latin-1")]
+    for name, value in headers:
+        if name.lower() not in _FRAMING:
+            parts.append(f"{name}: {value}\r\n".encode("latin-1"))
+    if length < 0:
+        length = len(body)
+    parts.append(b"Content-Length: %d\r\nDate: %s\r\n" % (length, _Date.now()))
+    parts.append(b"\r\n" if keep_alive else b"Connection: close\r\n\r\n")
+    parts.append(body)
+    return b"".join(parts)
+
+
+def response_head(
+    status: int, reason: str, headers: Iterable[tuple[str, str]], length: int, keep_alive: bool
+) -> bytes:
+    """The status line and headers of an answer whose ``length``-byte body is sent apart."""
+    return response(status, reason, headers, b"", keep_alive, length)

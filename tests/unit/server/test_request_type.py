@@ -1,4 +1,5 @@
-"""Both HTTP fronts hand handlers the same ``SluiceRequest`` for the same request.
+"""Both HTTP fronts hand handlers the same ``SluiceRequest`` for the same request, and the
+lean front parses a query as ``parse_qsl`` does.
 
 Each front listens on loopback as the broker's ``listen`` sets it up (the lean front in
 front of aiohttp, or aiohttp alone), with the real middleware; a handler on a fast route
@@ -8,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from urllib.parse import parse_qsl
 
+import pytest
 from aiohttp import web
 
 from brokernodes.server.app import build_app
@@ -17,7 +20,7 @@ from brokernodes.server.config import BrokerConfig
 from brokernodes.server.http.body import read_body
 from brokernodes.server.main import listen
 from brokernodes.server.metadata.cluster import StaticMetadataSource
-from brokernodes.server.protocol.request import SluiceRequest
+from brokernodes.server.protocol.request import SluiceRequest, parse_query
 
 PATH = "/sluice/v1/topics/events/partitions/0/batches"
 BODY = b"\x00\x01body bytes\xff"
@@ -87,3 +90,21 @@ def test_both_fronts_hand_handlers_the_same_request(tmp_path):
     assert fast["body"] == BODY and fast["content_length"] == len(BODY)
     assert fast["remote"] == "127.0.0.1" and fast["version"] == (1, 1)
     assert fast["headers"]["X-Trace"] == "a:b"
+
+
+QUERIES = [
+    "",
+    "offset=5&max_bytes=1000",
+    "a=1&a=2&b",
+    "a=&=b&&c=d=e",
+    "&&",
+    "x=1;y=2",
+    "k=a+b&m=%41%2B",
+    "k=%zz&plus=+",
+    "tab=\t&uni=é",
+]
+
+
+@pytest.mark.parametrize("qs", QUERIES)
+def test_the_lean_query_parse_is_parse_qsl(qs):
+    assert parse_query(qs) == parse_qsl(qs, keep_blank_values=True)
