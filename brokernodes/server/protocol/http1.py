@@ -173,6 +173,7 @@ class RequestParser:
         self.state = HEAD if self.buf else IDLE
 
     def next_event(self) -> Event:
+        """The next event from the bytes received so far (module docstring)."""
         state = self.state
         if state is BODY:  # inline: two of a request's three events come from here
             length = self._body_end

@@ -4,9 +4,9 @@ whichever front read the request.
 Why: the lean front (``http.fast``) parses requests itself, aiohttp parses the rest. Handlers
 written against aiohttp's ``web.Request`` would bind the lean front to imitating it, an
 imitation nothing checks. Instead both fronts build this small class: the lean front from
-its parser's events (``from_parsed``), aiohttp's front from a ``web.Request`` in the
-middleware (``from_web``). It holds what handlers use: ``method``, ``path``, ``query``,
-``match_info`` (the path's variables, ``.route.name``), ``headers``, the body
+its parser's events (a ``BufferedBody`` for the whole body), aiohttp's front from a
+``web.Request`` in the middleware (``from_web``). It holds what handlers use: ``method``,
+``path``, ``query``, ``match_info`` (the path's variables, ``.route.name``), ``headers``, the body
 (``content_length`` and ``content``, read with ``http.body.read_body``), ``remote``,
 ``transport`` (for connection quotas) and ``version``.
 
@@ -107,31 +107,6 @@ class SluiceRequest:
         self.remote = remote
         self.transport = transport
         self.version = version
-
-    @classmethod
-    def from_parsed(
-        cls,
-        method: str,
-        path: str,
-        query_string: str,
-        match_info: MatchInfo,
-        headers: CIMultiDictProxy[str],
-        body: bytes | bytearray,
-        remote: str | None,
-        transport: Any,
-    ) -> SluiceRequest:
-        """A request the lean front read whole (head and body)."""
-        return cls(
-            method,
-            path,
-            query_string,
-            match_info,
-            headers,
-            BufferedBody(body),
-            len(body),
-            remote,
-            transport,
-        )
 
     @classmethod
     def from_web(cls, request: Any) -> SluiceRequest:
