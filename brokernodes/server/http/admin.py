@@ -10,22 +10,23 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from brokernodes.errors import UnauthenticatedError
 from brokernodes.server.http.util import auth_header, json_response
+from brokernodes.server.protocol.request import SluiceRequest
 
 if TYPE_CHECKING:
     from brokernodes.server.broker import Broker
 
 
 def add_routes(app: web.Application, broker: Broker) -> None:
-    async def healthz(request: web.Request) -> web.Response:
+    async def healthz(request: SluiceRequest) -> web.Response:
         return json_response({"status": "ok"})
 
-    async def readyz(request: web.Request) -> web.Response:
+    async def readyz(request: SluiceRequest) -> web.Response:
         if broker.ready:
             return json_response({"status": "ready"})
         state = "stopping" if broker.stopping else "starting"
         return json_response({"status": state}, 503)
 
-    async def metrics(request: web.Request) -> web.Response:
+    async def metrics(request: SluiceRequest) -> web.Response:
         # Metrics name every tenant's topics: with the control plane they are for operators
         # (the cluster secret); a static-file broker (tests, benchmarks) keeps them open.
         secret = broker.config.cluster_secret
@@ -39,7 +40,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             body=broker.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST}
         )
 
-    async def metadata(request: web.Request) -> web.Response:
+    async def metadata(request: SluiceRequest) -> web.Response:
         broker.authorize(auth_header(request), "DESCRIBE", "cluster")
         image = broker.image
         topics = []
@@ -77,7 +78,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             }
         )
 
-    async def producer_ids(request: web.Request) -> web.Response:
+    async def producer_ids(request: SluiceRequest) -> web.Response:
         broker.authorize(auth_header(request), "IDEMPOTENT_WRITE", "cluster")
         pid, epoch = await broker.init_producer_id()
         return json_response({"producer_id": pid, "producer_epoch": epoch})

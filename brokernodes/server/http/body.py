@@ -14,9 +14,12 @@ import asyncio
 from aiohttp import web
 
 from brokernodes.errors import InvalidRequestError, RequestTimedOutError, RequestTooLargeError
+from brokernodes.server.protocol.request import SluiceRequest
 
 
-async def read_body(request: web.BaseRequest, *, max_bytes: int, timeout: float) -> bytearray:
+async def read_body(
+    request: SluiceRequest | web.BaseRequest, *, max_bytes: int, timeout: float
+) -> bytearray:
     length = request.content_length
     if length is not None and length > max_bytes:
         raise RequestTooLargeError(

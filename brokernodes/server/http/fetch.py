@@ -19,6 +19,7 @@ from brokernodes.server.http.sendfile import SliceResponse, close_slices, open_s
 from brokernodes.server.http.util import auth_header, json_response, topic_partition
 from brokernodes.server.protocol.json_records import render_batches
 from brokernodes.server.protocol.params import choice_param, int_param, timestamp_param
+from brokernodes.server.protocol.request import SluiceRequest
 from brokernodes.server.throttle import THROTTLE_HEADER
 from brokernodes.storage.files import pread_exactly
 
@@ -81,7 +82,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         max_wait_ms = int_param(query, "max_wait_ms", 0, minimum=0, maximum=config.max_wait_ms)
         return max_bytes, max_wait_ms
 
-    async def fetch_batches(request: web.Request) -> SliceResponse:
+    async def fetch_batches(request: SluiceRequest) -> SliceResponse:
         topic, p = topic_partition(request)
         q = request.query
         replica = "replica_id" in q
@@ -125,7 +126,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             label=f"{topic}-{p}",
         )
 
-    async def fetch_records(request: web.Request) -> web.Response:
+    async def fetch_records(request: SluiceRequest) -> web.Response:
         topic, p = topic_partition(request)
         principal = broker.authorize(auth_header(request), "READ", "topic", topic)
         q = request.query
@@ -161,7 +162,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         resp.headers[THROTTLE_HEADER] = str(throttle)
         return resp
 
-    async def list_offsets(request: web.Request) -> web.Response:
+    async def list_offsets(request: SluiceRequest) -> web.Response:
         topic, p = topic_partition(request)
         broker.authorize(auth_header(request), "DESCRIBE", "topic", topic)
         timestamp = timestamp_param(request.query)

@@ -23,6 +23,7 @@ from brokernodes.server.protocol.json_records import (
     typed_size,
 )
 from brokernodes.server.protocol.params import acks_param
+from brokernodes.server.protocol.request import SluiceRequest
 from brokernodes.server.protocol.responses import batch_outcomes
 from brokernodes.server.throttle import THROTTLE_HEADER
 
@@ -39,7 +40,7 @@ def throttled(resp: web.Response, throttle_ms: int) -> web.Response:
 def add_routes(app: web.Application, broker: Broker) -> None:
     config = broker.config
 
-    async def body_of(request: web.Request) -> bytearray:
+    async def body_of(request: SluiceRequest) -> bytearray:
         return await read_body(
             request, max_bytes=config.max_request_bytes, timeout=config.body_timeout_s
         )
@@ -62,7 +63,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         request.writer.output_size = 0
         return None
 
-    async def produce_record(request: web.Request) -> web.Response:
+    async def produce_record(request: SluiceRequest) -> web.Response:
         check_cluster(broker, request)
         topic = request.match_info["topic"]
         principal = broker.authorize(auth_header(request), "WRITE", "topic", topic)
@@ -93,7 +94,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             throttle,
         )
 
-    async def produce_batch(request: web.Request) -> web.Response:
+    async def produce_batch(request: SluiceRequest) -> web.Response:
         check_cluster(broker, request)
         topic = request.match_info["topic"]
         principal = broker.authorize(auth_header(request), "WRITE", "topic", topic)
@@ -130,7 +131,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             throttle,
         )
 
-    async def produce_batches(request: web.Request) -> web.Response:
+    async def produce_batches(request: SluiceRequest) -> web.Response:
         topic, p = topic_partition(request)
         principal = broker.authorize(auth_header(request), "WRITE", "topic", topic)
         acks = acks_param(request.query)
