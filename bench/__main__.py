@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(f"bench.{name}")
         print(f"== {name} ==", flush=True)
         metrics.extend(module.run(quick=args.quick))
-    path = write_results(metrics)
+    path = write_results(metrics, quick=args.quick)
     print(format_table(metrics))
     print(f"\nresults: {path}")
     return 0

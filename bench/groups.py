@@ -55,7 +55,7 @@ class Member:
         self.task: asyncio.Task | None = None
 
     async def start(self) -> Member:
-        await self.c.start()
+        await asyncio.wait_for(self.c.start(), 30)
         self.task = asyncio.create_task(self._loop())
         return self
 
@@ -70,7 +70,7 @@ class Member:
         assert self.task is not None
         self.task.cancel()
         await asyncio.gather(self.task, return_exceptions=True)
-        await self.c.close(leave=leave)
+        await asyncio.wait_for(self.c.close(leave=leave), 30)
 
 
 async def stable(session, url: str, key: str, group: str, members: list[Member]) -> dict:
@@ -130,6 +130,8 @@ async def throughput(url: str, key: str, records: int) -> tuple[float, float]:
         c.assign([(TOPIC, p) for p in range(PARTITIONS)])
         got, started = 0, time.perf_counter()
         while got < records:
+            if time.perf_counter() - started > 120:
+                raise RuntimeError(f"one consumer read {got} of {records} records in 120 s")
             got += len(await c.poll(1.0))
         single = records / (time.perf_counter() - started)
     # a longer session: six members decoding in one busy process must not miss heartbeats
@@ -142,6 +144,8 @@ async def throughput(url: str, key: str, records: int) -> tuple[float, float]:
     # from the first join to the last distinct record: joins and rebalances included,
     # records read twice across a rebalance counted once
     while len(seen) < records:
+        if time.perf_counter() - started > 120:
+            raise RuntimeError(f"the group read {len(seen)} of {records} records in 120 s")
         await asyncio.sleep(0.05)
     group = records / (time.perf_counter() - started)
     for m in members:

@@ -50,6 +50,7 @@ class Measured:
     metric: dict
     generated_at: str
     cpus: int | None
+    quick: bool = False
 
 
 def _load(path: Path) -> dict:
@@ -73,7 +74,7 @@ def latest_metrics(results_dir: Path = RESULTS_DIR) -> list[Measured]:
         for metric in doc["metrics"]:
             seen = newest.get(metric["name"])
             if seen is None or stamp >= seen.generated_at:
-                newest[metric["name"]] = Measured(metric, stamp, cpus)
+                newest[metric["name"]] = Measured(metric, stamp, cpus, bool(doc.get("quick")))
     return [newest[name] for name in sorted(newest)]
 
 
@@ -113,6 +114,7 @@ def bench_table(measured: list[Measured]) -> str:
         m = item.metric
         met = {True: "yes", False: "**no**", None: ""}[m.get("met")]
         when = item.generated_at[:10] + (f", {item.cpus} CPUs" if item.cpus else "")
+        when += ", quick run" if item.quick else ""
         rows.append(
             "| "
             + " | ".join(

@@ -57,12 +57,14 @@ def _git_commit() -> str:
         return "unknown"
 
 
-def write_results(metrics: list[Metric]) -> Path:
-    """Write latest.json (and a dated copy) and return the path of latest.json."""
+def write_results(metrics: list[Metric], *, quick: bool = False) -> Path:
+    """Write latest.json (and a dated copy) and return the path of latest.json; ``quick``
+    marks a short run (``--quick``), whose figures are rougher."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     commit = _git_commit()
     doc = {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "quick": quick,
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
