@@ -115,6 +115,22 @@ class AppendResult:
     batches: list[tuple[int, int, bool]] | None = None
 
 
+def batch_offsets(
+    headers: list[BatchHeader], outcomes: list[BatchMetadata | None], base: int
+) -> list[tuple[int, int, bool]]:
+    """(base offset, last offset, duplicate) per batch of a request: a duplicate's from the
+    producer state, each new batch's from ``base``, where the new batches were appended
+    together in request order."""
+    out = []
+    for h, o in zip(headers, outcomes, strict=True):
+        if o is not None:
+            out.append((o.first_offset, o.last_offset, True))
+        else:
+            out.append((base, base + h.last_offset_delta, False))
+            base += h.last_offset_delta + 1
+    return out
+
+
 class Partition:
     """One partition hosted by this broker (see the module docstring)."""
 
@@ -475,11 +491,7 @@ class Partition:
         """Per-batch offsets of batches appended together (None for a single batch)."""
         if len(headers) == 1:
             return None
-        out = []
-        for h in headers:
-            out.append((base, base + h.last_offset_delta, False))
-            base += h.last_offset_delta + 1
-        return out
+        return batch_offsets(headers, [None] * len(headers), base)
 
     async def _answer_with_duplicates(
         self,
@@ -494,14 +506,7 @@ class Partition:
         with its original offsets (from the producer state), each new batch with the offsets
         it was appended at; for acks=all only once every one of them is committed (Kafka's
         delayed produce waits for a duplicate too)."""
-        batches: list[tuple[int, int, bool]] = []
-        base = info.first_offset if info is not None else -1
-        for h, o in zip(headers, outcomes, strict=True):
-            if o is not None:
-                batches.append((o.first_offset, o.last_offset, True))
-            else:
-                batches.append((base, base + h.last_offset_delta, False))
-                base += h.last_offset_delta + 1
+        batches = batch_offsets(headers, outcomes, info.first_offset if info else -1)
         if acks == -1:
             await self._wait_acks(ls, max(b[1] for b in batches), timeout)
         return AppendResult(
