@@ -10,7 +10,7 @@ QUICK ?=
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup up test lint fmt unit bench clean faults console-setup
+.PHONY: setup up test lint fmt unit bench clean faults console-setup kafka-tools
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c "import sys; assert sys.version_info[:2] == (3, 11), sys.version" || { echo "Sluice needs Python 3.11 (python3.11 on PATH)"; exit 1; }
@@ -47,8 +47,14 @@ console-setup:
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	  chromium chromium-driver >/dev/null; }
 
+## kcat (Debian's package) for the Kafka-protocol compatibility tests, when missing.
+kafka-tools:
+	@command -v kcat >/dev/null || { echo "Installing kcat with apt for the Kafka-protocol tests..."; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	  kcat >/dev/null; }
+
 ## The whole suite: lint, import contracts, then every test.
-test: lint console-setup
+test: lint console-setup kafka-tools
 	$(VENV)/bin/pytest
 
 ## The fault-injection suite at full length (`make test` runs it shortened); results in

@@ -67,14 +67,19 @@ def make_metadata(
     secret: str = SECRET,
     other_brokers: list[dict] | None = None,
     leaders: dict[str, list[int]] | None = None,
+    kafka_port: int | None = None,
 ) -> dict:
-    """A static metadata document as docs/data-plane-api.md describes it."""
+    """A static metadata document as docs/data-plane-api.md describes it (``kafka_port``:
+    the broker's Kafka listener, named in its broker entry)."""
     topics = DEFAULT_TOPICS if topics is None else topics
     leaders = leaders or {}
+    me: dict = {"id": broker_id, "url": f"http://127.0.0.1:{port}"}
+    if kafka_port:
+        me["kafka"] = f"127.0.0.1:{kafka_port}"
     return {
         "cluster_id": cluster_id,
         "broker_id": broker_id,
-        "brokers": [{"id": broker_id, "url": f"http://127.0.0.1:{port}"}, *(other_brokers or [])],
+        "brokers": [me, *(other_brokers or [])],
         "topics": [
             {
                 "name": name,
@@ -107,12 +112,19 @@ class BrokerProcess:
     env: dict[str, str] = field(default_factory=dict)
     api_key: str = API_KEY
     cluster_id: str = CLUSTER_ID
+    kafka_port: int | None = None  # its Kafka listener (None: none)
     proc: subprocess.Popen | None = None
     _log_index: int = 0
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def bootstrap(self) -> str:
+        """The Kafka listener's ``host:port`` (bootstrap.servers)."""
+        assert self.kafka_port, "this broker was started without a Kafka listener"
+        return f"127.0.0.1:{self.kafka_port}"
 
     @property
     def pid(self) -> int:
@@ -141,6 +153,7 @@ class BrokerProcess:
             str(self.port),
             "--host",
             "127.0.0.1",
+            *(["--kafka-port", str(self.kafka_port)] if self.kafka_port else []),
             *self.extra_args,
         ]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
@@ -246,13 +259,16 @@ class BrokerLauncher:
         metadata: dict | None = None,
         name: str | None = None,
         port: int | None = None,
+        kafka: bool | int = False,
         **metadata_kw,
     ) -> BrokerProcess:
-        """Start a broker (``topics``: name -> (partitions, configs)) and wait until ready."""
+        """Start a broker (``topics``: name -> (partitions, configs)) and wait until ready;
+        ``kafka`` (True or a port) gives it a Kafka listener too."""
         workdir = self.base_dir / (name or f"broker{len(self.started) + 1}")
         workdir.mkdir(parents=True, exist_ok=True)
         port = port or free_port()
-        doc = metadata or make_metadata(port, topics, **metadata_kw)
+        kafka_port = (kafka if kafka is not True else free_port()) or None
+        doc = metadata or make_metadata(port, topics, kafka_port=kafka_port, **metadata_kw)
         metadata_path = workdir / "metadata.json"
         metadata_path.write_text(json.dumps(doc, indent=1))
         b = BrokerProcess(
@@ -263,6 +279,7 @@ class BrokerLauncher:
             extra_args=list(extra_args or []),
             env=dict(env or {}),
             cluster_id=doc["cluster_id"],
+            kafka_port=kafka_port,
         )
         self.started.append(b)
         b.start()

@@ -36,9 +36,11 @@ def static_cluster_metadata(
     *,
     leaders: dict[str, list[int]] | None = None,
     url_for: Callable[[int, int], str | None] | None = None,
+    kafka_ports: dict[int, int] | None = None,
 ) -> dict:
     """Metadata for ``broker_id``: every topic on every broker; leaders round-robin unless
-    given. ``url_for(viewer, broker)`` may route a link through a proxy."""
+    given. ``url_for(viewer, broker)`` may route a link through a proxy; ``kafka_ports``
+    names each broker's Kafka listener."""
     ids = sorted(ports)
     leaders = leaders or {}
     doc_topics = []
@@ -64,6 +66,7 @@ def static_cluster_metadata(
                 "id": b,
                 "url": (url_for(broker_id, b) if url_for else None)
                 or f"http://127.0.0.1:{ports[b]}",
+                **({"kafka": f"127.0.0.1:{kafka_ports[b]}"} if kafka_ports else {}),
             }
             for b in ids
         ],
@@ -86,6 +89,11 @@ class StaticCluster:
     def bootstrap(self) -> str:
         return ",".join(b.url for b in self.brokers.values())
 
+    @property
+    def kafka_bootstrap(self) -> str:
+        """Every broker's Kafka listener, as ``bootstrap.servers``."""
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
     def broker(self, broker_id: int) -> BrokerProcess:
         return self.brokers[broker_id]
 
@@ -101,8 +109,10 @@ def start_static_cluster(
     ports: dict[int, int] | None = None,
     url_for: Callable[[int, int], str | None] | None = None,
     env: dict[str, str] | None = None,
+    kafka: bool = False,
 ) -> StaticCluster:
     ports = ports or {b: free_port() for b in range(1, n + 1)}
+    kafka_ports = {b: free_port() for b in ports} if kafka else None
     cluster = StaticCluster()
     env = {
         "SLUICE_CLUSTER_SECRET": CLUSTER_SECRET,
@@ -112,8 +122,11 @@ def start_static_cluster(
     }
     for b, port in ports.items():
         cluster.brokers[b] = launcher(
-            metadata=static_cluster_metadata(b, ports, topics, leaders=leaders, url_for=url_for),
+            metadata=static_cluster_metadata(
+                b, ports, topics, leaders=leaders, url_for=url_for, kafka_ports=kafka_ports
+            ),
             port=port,
+            kafka=kafka_ports[b] if kafka_ports else False,
             env=env,
             name=f"broker{b}",
             extra_args=list(extra_args or []),

@@ -51,6 +51,11 @@ class BrokerConfig:
     # a compressed batch's records may inflate to this many times its topic's
     # max.message.bytes (brokernodes.records.compression; docs/records.md)
     max_inflation_ratio: int = INFLATION_RATIO
+    # the Kafka protocol listener (docs/kafka-protocol.md): None = off
+    kafka_port: int | None = None
+    kafka_advertised: str | None = None  # "host:port" clients are told; default host:kafka_port
+    kafka_tls_cert: str | None = None  # PEM certificate chain: the listener speaks SASL_SSL
+    kafka_tls_key: str | None = None
 
 
 def parse_args(argv: list[str] | None = None) -> BrokerConfig:
@@ -144,7 +149,23 @@ def parse_args(argv: list[str] | None = None) -> BrokerConfig:
         default=int(env("SLUICE_MAX_INFLATION_RATIO", INFLATION_RATIO)),
         help="a compressed batch may inflate to at most this many times max.message.bytes",
     )
+    p.add_argument(
+        "--kafka-port",
+        type=int,
+        default=int(env("SLUICE_KAFKA_PORT", 0)) or None,
+        help="listen for Kafka's binary protocol (SASL/PLAIN with API keys) on this port",
+    )
+    p.add_argument(
+        "--kafka-advertised",
+        default=env("SLUICE_KAFKA_ADVERTISED"),
+        metavar="HOST:PORT",
+        help="the Kafka address clients are given in Metadata (default HOST:KAFKA_PORT)",
+    )
+    p.add_argument("--kafka-tls-cert", default=env("SLUICE_KAFKA_TLS_CERT"), metavar="PEM")
+    p.add_argument("--kafka-tls-key", default=env("SLUICE_KAFKA_TLS_KEY"), metavar="PEM")
     a = p.parse_args(argv)
+    if bool(a.kafka_tls_cert) != bool(a.kafka_tls_key):
+        p.error("--kafka-tls-cert and --kafka-tls-key go together")
     for flag in (
         "body_timeout_ms",
         "request_head_timeout_ms",
@@ -188,4 +209,9 @@ def parse_args(argv: list[str] | None = None) -> BrokerConfig:
         acks_all_timeout_s=a.acks_all_timeout_ms / 1000,
         scrub_interval_s=a.scrub_interval_ms / 1000,
         max_inflation_ratio=a.max_inflation_ratio,
+        kafka_port=a.kafka_port,
+        kafka_advertised=a.kafka_advertised
+        or (f"{a.host}:{a.kafka_port}" if a.kafka_port else None),
+        kafka_tls_cert=a.kafka_tls_cert,
+        kafka_tls_key=a.kafka_tls_key,
     )

@@ -39,6 +39,7 @@ from brokernodes.server.http.connection_limits import (
 from brokernodes.server.http.fast import FastRoutes, FastServer
 from brokernodes.server.http.handler import guarded_factory
 from brokernodes.server.http.util import BROKER_KEY
+from brokernodes.server.kafka.listener import KafkaListener
 from brokernodes.server.metadata.client import ControlPlaneMetadataSource, offline_replica_logs
 from brokernodes.server.metadata.cluster import (
     ClusterMetadata,
@@ -124,8 +125,9 @@ def metadata_source(config: BrokerConfig) -> MetadataSource:
     return StaticMetadataSource(config.metadata_path)
 
 
-def revocation_listener(broker: Broker, image: ClusterMetadata):
-    """Close the open WebSocket streams of API keys that left the metadata (revoked)."""
+def revocation_listener(broker: Broker, image: ClusterMetadata, kafka: KafkaListener | None = None):
+    """Close the open WebSocket streams and Kafka connections of API keys that left the
+    metadata (revoked)."""
     known = set(image.api_keys)
 
     def on_metadata(new: ClusterMetadata) -> None:
@@ -135,6 +137,8 @@ def revocation_listener(broker: Broker, image: ClusterMetadata):
         registry = getattr(broker, "websockets", None)
         for key_id in gone if registry is not None else ():
             registry.close_key(key_id, UnauthenticatedError("the API key was revoked"))
+        for key_id in gone if kafka is not None else ():
+            kafka.close_key(key_id)
 
     return on_metadata
 
@@ -231,7 +235,8 @@ async def serve(config: BrokerConfig, extra_routes: Iterable[RouteInstaller] = (
     if isinstance(metadata, ControlPlaneMetadataSource):  # unclean recovery's log reports
         metadata.replica_logs = lambda: offline_replica_logs(broker.replicas.partitions.values())
     metadata.add_listener(broker.replicas.reconcile)
-    metadata.add_listener(revocation_listener(broker, metadata.global_image()))
+    kafka = KafkaListener(broker) if config.kafka_port else None
+    metadata.add_listener(revocation_listener(broker, metadata.global_image(), kafka))
     app = build_app(broker, extra_routes)
     runner = web.AppRunner(
         app,
@@ -255,6 +260,8 @@ async def serve(config: BrokerConfig, extra_routes: Iterable[RouteInstaller] = (
     )
     broker.metrics.registry.register(ReplicationCollector(broker.replicas))
     listener, fast = await listen(config, app, runner)
+    if kafka is not None:
+        await kafka.start()
     logger.info(
         "broker %d listening on http://%s:%d (loop=%s, fetch=%s, front=%s)",
         metadata.current().broker_id,
@@ -286,6 +293,8 @@ async def serve(config: BrokerConfig, extra_routes: Iterable[RouteInstaller] = (
     for p in broker.replicas.partitions.values():
         p.wake_all()
     listener.close()
+    if kafka is not None:
+        await kafka.close(config.shutdown_timeout_s)
     if fast is not None:
         await fast.shutdown(config.shutdown_timeout_s)
     await runner.cleanup()

@@ -41,6 +41,7 @@ class BrokerInfo:
     url: str
     epoch: int = -1  # the broker epoch of its current registration (control plane)
     fenced: bool = False  # missed heartbeats or shutting down: not eligible for the ISR
+    kafka: str | None = None  # "host:port" of its Kafka listener (None: it has none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +233,12 @@ def parse_metadata(doc: Mapping[str, Any], *, version: int = 0) -> ClusterMetada
     brokers = {}
     for b in _need(doc, "brokers", list, "metadata"):
         bid = _need(b, "id", int, "broker")
-        brokers[bid] = BrokerInfo(bid, _need(b, "url", str, f"broker {bid}").rstrip("/"))
+        kafka = b.get("kafka")
+        if kafka is not None and not isinstance(kafka, str):
+            raise MetadataError(f"broker {bid}: 'kafka' must be a 'host:port' string")
+        brokers[bid] = BrokerInfo(
+            bid, _need(b, "url", str, f"broker {bid}").rstrip("/"), kafka=kafka or None
+        )
     topics = {}
     for t in doc.get("topics", []):
         info = _parse_topic(t, broker_id)

@@ -124,6 +124,7 @@ def build_image(state: State, *, cluster_id: str, broker_id: int, version: int) 
                     str(value["url"]).rstrip("/"),
                     int(value.get("epoch", -1)),
                     bool(value.get("fenced", False)),
+                    value.get("kafka") or None,
                 )
             elif kind == "topic":
                 glob, view, tenant = _topic(value)

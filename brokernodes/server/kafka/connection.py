@@ -1,0 +1,198 @@
+"""One Kafka client connection: read size-prefixed requests, answer them in order.
+
+Like Kafka's own socket server, a connection handles one request at a time and reads the
+next only once the answer is written, so answers are always in request order. Before SASL
+succeeds only ApiVersions, SaslHandshake and SaslAuthenticate are accepted (anything else
+closes the connection, as Kafka does), and the exchange must finish within the request-head
+timeout. A handler's ``throttle_time_ms`` mutes the connection for that long after the answer
+is sent (KIP-219). An API or version Sluice does not speak: ApiVersions gets its v0 answer
+with UNSUPPORTED_VERSION and the supported ranges (so the client can retry), anything else
+closes the connection, as Kafka does, since there is no schema to answer it in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from typing import TYPE_CHECKING
+
+from brokernodes.errors import SluiceError, UnauthenticatedError
+from brokernodes.server.http.sendfile import close_slices, send_copy, send_zero_copy
+from brokernodes.server.kafka.context import FileRecords, KafkaContext
+from brokernodes.server.kafka.handlers import HANDLERS
+from brokernodes.server.kafka.handlers.core import (
+    PRE_AUTH,
+    AuthenticationFailed,
+    api_versions_body,
+    authenticate,
+)
+from brokernodes.server.protocol.kafka import apis
+from brokernodes.server.protocol.kafka import errors as kerr
+from brokernodes.server.protocol.kafka.codec import ProtocolError
+from brokernodes.server.protocol.kafka.frames import (
+    RequestHeader,
+    decode_request,
+    encode_response,
+    frame_size,
+    parse_request_header,
+    response_frame,
+)
+
+if TYPE_CHECKING:
+    from brokernodes.server.broker import Broker
+    from brokernodes.server.kafka.listener import KafkaListener
+
+logger = logging.getLogger("sluice.kafka")
+_SIZE = struct.Struct(">i")
+
+
+class CloseConnection(Exception):
+    """End this connection (after logging ``reason``)."""
+
+
+class KafkaConnection:
+    def __init__(
+        self,
+        listener: KafkaListener,
+        broker: Broker,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        self.listener = listener
+        self.broker = broker
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.peer = peer[0] if isinstance(peer, tuple) else None
+        self.ctx = KafkaContext(
+            broker,
+            self.peer,
+            writer.transport,
+            tls=writer.get_extra_info("sslcontext") is not None,
+        )
+        self._raw_sasl = False  # SaslHandshake v0: the next frame is a bare PLAIN token
+        self.busy = False  # between reading a request and writing its answer
+
+    @property
+    def key_id(self) -> str | None:
+        p = self.ctx.principal
+        return p.key_id if p is not None else None
+
+    def close(self) -> None:
+        self.writer.transport.abort()
+
+    async def run(self) -> None:
+        config = self.broker.config
+        try:
+            async with asyncio.timeout(config.request_head_timeout_s) as deadline:
+                while not self.ctx.authenticated:
+                    await self._one_request()
+                deadline.reschedule(None)
+            while not self.broker.stopping:
+                await self._one_request()
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except CloseConnection as e:
+            logger.info("closing Kafka connection from %s: %s", self.peer, e)
+        except ProtocolError as e:
+            logger.info("closing Kafka connection from %s: malformed request: %s", self.peer, e)
+        except Exception:
+            logger.exception("Kafka connection from %s failed; closing it", self.peer)
+        finally:
+            self.writer.transport.abort() if self.broker.stopping else self.writer.close()
+
+    async def _read_frame(self) -> bytes:
+        config = self.broker.config
+        async with asyncio.timeout(config.connections_max_idle_s):
+            prefix = await self.reader.readexactly(4)
+        size = frame_size(prefix)
+        if size < 0 or size > config.max_request_bytes:
+            raise CloseConnection(
+                f"a request of {size} bytes is over this broker's limit of "
+                f"{config.max_request_bytes} bytes"
+            )
+        async with asyncio.timeout(config.body_timeout_s):
+            return await self.reader.readexactly(size)
+
+    async def _one_request(self) -> None:
+        frame = await self._read_frame()
+        self.busy = True
+        try:
+            await self._answer(frame)
+        finally:
+            self.busy = False
+
+    async def _answer(self, frame: bytes) -> None:
+        if self._raw_sasl:  # SaslHandshake v0's bare token, answered with a bare frame
+            self._raw_sasl = False
+            try:
+                authenticate(self.ctx, frame)
+            except (SluiceError, ValueError) as e:
+                raise CloseConnection(f"SASL authentication failed: {e}") from None
+            await self._send([_SIZE.pack(0)])
+            return
+        header = parse_request_header(frame)
+        if not header.supported:
+            await self._unsupported(header)
+            return
+        if not self.ctx.authenticated and header.api_key not in PRE_AUTH:
+            raise CloseConnection(
+                f"API key {header.api_key} before SASL authentication; configure "
+                "security.protocol=SASL_PLAINTEXT (or SASL_SSL) and sasl.mechanism=PLAIN"
+            )
+        self.ctx.client_id = header.client_id
+        request = decode_request(header, frame)
+        handler = HANDLERS[header.api_key]
+        try:
+            body = await handler(self.ctx, header, request)
+        except AuthenticationFailed as e:
+            await self._send(encode_response(header, e.body))
+            raise CloseConnection(e.body.get("error_message") or "authentication failed") from None
+        except UnauthenticatedError as e:
+            raise CloseConnection(f"key no longer valid: {e.message}") from None
+        finally:
+            files, self.ctx.open_files = self.ctx.open_files, []
+        try:
+            if body is not None:
+                await self._send(encode_response(header, body))
+        finally:
+            for f in files:
+                close_slices([s.fd for s in f.slices])
+        if header.api_key == apis.SASL_HANDSHAKE and header.api_version == 0:
+            self._raw_sasl = body is not None and body.get("error_code") == kerr.NONE
+        throttle = body.get("throttle_time_ms", 0) if body else 0
+        if throttle:
+            await asyncio.sleep(throttle / 1000)  # KIP-219: mute, the client has been told
+
+    async def _unsupported(self, header: RequestHeader) -> None:
+        if header.api_key == apis.API_VERSIONS:
+            codec = apis.response_codec(apis.API_VERSIONS, 0)
+            body = codec.encode_new(api_versions_body(kerr.UNSUPPORTED_VERSION))
+            v0 = RequestHeader(header.api_key, 0, header.correlation_id, None, False, True, 0)
+            await self._send(response_frame(v0, body))
+            return
+        raise CloseConnection(
+            f"API key {header.api_key} version {header.api_version} is not supported "
+            "(ApiVersions lists what is)"
+        )
+
+    async def _send(self, chunks: list) -> None:
+        writer = self.writer
+        for chunk in chunks:
+            if isinstance(chunk, FileRecords):
+                if not chunk.length:
+                    continue
+                await writer.drain()
+                if self.ctx.tls or self.broker.config.fetch_path != "sendfile":
+
+                    async def write(data: bytes) -> None:
+                        writer.write(data)
+                        await writer.drain()
+
+                    await send_copy(write, chunk.slices)
+                else:
+                    await send_zero_copy(writer.transport, chunk.slices)
+            else:
+                writer.write(chunk)
+        await writer.drain()

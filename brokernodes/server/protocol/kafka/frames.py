@@ -1,0 +1,80 @@
+"""Request and response framing: the 4-byte size prefix and the request/response headers.
+
+A request is ``size:int32`` then header v1 (api_key, api_version, correlation_id, client_id
+as a *non-compact* nullable string) or, when the API version is flexible, header v2 (v1 plus
+a tagged-field section). A response is ``size:int32``, the correlation id, a tagged-field
+section when the request was flexible (header v1), then the body. ApiVersions answers always
+use header v0, so a client that does not yet know the broker's versions can read them.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from brokernodes.server.protocol.kafka import apis
+from brokernodes.server.protocol.kafka.codec import Out, ProtocolError, read_string, skip_tags
+
+_HEAD = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+
+# A client that announces a bigger request than this is cut off before it is read (Kafka's
+# socket.request.max.bytes defaults to 100 MiB); the listener passes the broker's limit.
+DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    flexible: bool
+    supported: bool  # the API and version are ones Sluice speaks
+    body_offset: int  # where the request body starts in the frame
+
+
+def frame_size(prefix: bytes) -> int:
+    (size,) = _SIZE.unpack(prefix)
+    return size
+
+
+def parse_request_header(frame) -> RequestHeader:
+    """The header of one request frame (the bytes after the size prefix). An unknown API or
+    an unsupported version is reported in ``supported``, not raised: the caller decides how
+    to answer (ApiVersions answers even then)."""
+    if len(frame) < _HEAD.size:
+        raise ProtocolError("a request shorter than its header")
+    api_key, version, correlation_id = _HEAD.unpack_from(frame, 0)
+    api = apis.apis().get(api_key)
+    supported = api is not None and api.supports(version)
+    flexible = supported and api.flexible(version)  # type: ignore[union-attr]
+    client_id, pos = read_string(frame, _HEAD.size, False)
+    if flexible:
+        pos = skip_tags(frame, pos)
+    return RequestHeader(api_key, version, correlation_id, client_id, flexible, supported, pos)
+
+
+def response_frame(header: RequestHeader, body: Out) -> list:
+    """The chunks of a response: size, header, then the body's chunks (bytes and deferred
+    record slices)."""
+    head = bytearray(_SIZE.pack(0))
+    head += _SIZE.pack(header.correlation_id)
+    if header.flexible and header.api_key != apis.API_VERSIONS:
+        head.append(0)  # response header v1: no tagged fields
+    _SIZE.pack_into(head, 0, len(head) - 4 + body.size)
+    chunks = body.chunks()
+    chunks[0] = bytes(head) + chunks[0]
+    return chunks
+
+
+def encode_response(header: RequestHeader, body: dict) -> list:
+    """Encode ``body`` as the response to ``header``'s request, framed."""
+    codec = apis.response_codec(header.api_key, header.api_version)
+    return response_frame(header, codec.encode_new(body))
+
+
+def decode_request(header: RequestHeader, frame) -> dict:
+    codec = apis.request_codec(header.api_key, header.api_version)
+    body = memoryview(frame)[header.body_offset :]
+    return codec.decode_all(body)
