@@ -1,7 +1,11 @@
-"""Kafka API handlers: data (see docs/kafka-protocol.md)."""
+"""Kafka API handlers: the data plane (Metadata, Produce, Fetch, ListOffsets,
+OffsetForLeaderEpoch, InitProducerId), one module per family, merged here."""
 
 from __future__ import annotations
 
 from brokernodes.server.kafka.context import Handler
+from brokernodes.server.kafka.handlers import metadata
 
-HANDLERS: dict[int, Handler] = {}
+HANDLERS: dict[int, Handler] = {
+    **metadata.HANDLERS,
+}

@@ -75,6 +75,9 @@ def encode_response(header: RequestHeader, body: dict) -> list:
 
 
 def decode_request(header: RequestHeader, frame) -> dict:
+    """Decode a request body. Bytes after the message are ignored, as Kafka's broker does:
+    librdkafka's all-topics Metadata v9+ request carries three padding bytes after its
+    (varint) null topic array."""
     codec = apis.request_codec(header.api_key, header.api_version)
     body = memoryview(frame)[header.body_offset :]
-    return codec.decode_all(body)
+    return codec.decode(body, 0)[0]

@@ -1,0 +1,72 @@
+"""The pure parts of the Metadata answer: brokers, controller, partitions."""
+
+from __future__ import annotations
+
+from brokernodes.server.kafka.handlers.metadata import (
+    brokers_of,
+    controller_of,
+    live_ids,
+    partition_entry,
+    requested_names,
+    split_address,
+    up_ids,
+)
+from brokernodes.server.metadata.cluster import BrokerInfo, PartitionInfo
+from brokernodes.server.protocol.kafka import errors as kerr
+
+BROKERS = {
+    1: BrokerInfo(1, "http://a", kafka="a.example:9092"),
+    2: BrokerInfo(2, "http://b", kafka="[::1]:9093", fenced=True),
+    3: BrokerInfo(3, "http://c"),  # no Kafka listener
+    4: BrokerInfo(4, "http://d", kafka="d:9094"),
+}
+
+
+def test_split_address():
+    assert split_address("h:1") == ("h", 1)
+    assert split_address("[::1]:9093") == ("::1", 9093)
+    assert split_address("nohost") is None
+    assert split_address("h:x") is None
+
+
+def test_brokers_are_those_with_a_kafka_listener():
+    assert [b["node_id"] for b in brokers_of(BROKERS)] == [1, 2, 4]
+    assert brokers_of(BROKERS)[1]["host"] == "::1"
+
+
+def test_controller_is_the_lowest_live_broker():
+    assert live_ids(BROKERS) == {1, 4}
+    assert controller_of(BROKERS) == 1
+    assert controller_of({k: v for k, v in BROKERS.items() if k != 1}) == 4
+    assert controller_of({3: BROKERS[3]}) == -1
+
+
+def info(leader: int, replicas=(1, 2, 4), isr=(1, 4)) -> PartitionInfo:
+    return PartitionInfo("t", 0, leader, 7, replicas, isr)
+
+
+def test_partition_with_a_live_leader():
+    e = partition_entry(info(1), live_ids(BROKERS), up_ids(BROKERS))
+    assert e["error_code"] == kerr.NONE
+    assert (e["leader_id"], e["leader_epoch"]) == (1, 7)
+    assert e["replica_nodes"] == [1, 2, 4] and e["isr_nodes"] == [1, 4]
+    assert e["offline_replicas"] == [2]  # fenced
+
+
+def test_partition_without_a_reachable_leader():
+    for leader in (-1, 2, 3, 9):
+        e = partition_entry(info(leader, (1, 9)), live_ids(BROKERS), up_ids(BROKERS))
+        assert (e["error_code"], e["leader_id"]) == (kerr.LEADER_NOT_AVAILABLE, -1)
+        assert e["offline_replicas"] == [9]  # not in the image
+
+
+def test_the_leaders_own_isr_wins():
+    e = partition_entry(info(1), live_ids(BROKERS), up_ids(BROKERS), isr=(1,))
+    assert e["isr_nodes"] == [1]
+
+
+def test_which_topics_a_request_names():
+    assert requested_names(0, []) is None
+    assert requested_names(1, None) is None
+    assert requested_names(1, []) == []
+    assert requested_names(4, [{"name": "a"}]) == [{"name": "a"}]
