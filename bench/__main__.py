@@ -8,7 +8,7 @@ import sys
 
 from bench.report import format_table, write_results
 
-SECTIONS = ["storage", "broker", "replication", "groups", "spark", "quotas"]
+SECTIONS = ["storage", "broker", "replication", "groups", "spark", "quotas", "kafka"]
 
 
 def main(argv: list[str] | None = None) -> int:
