@@ -18,6 +18,8 @@ Controllers and failover (for tests/faults and test_controller*.py):
 - ``cp.internal(method, path, body)`` calls ``/internal/v1/<path>`` with the cluster secret
   (e.g. ``cp.internal("GET", "partitions?state=offline")``); ``cp.topic_record(topic_id)``
   is the topic's latest record in the metadata log (leader, leader_epoch, isr, ...).
+- Kafka listeners: ``cp.start_broker(1, kafka=True)`` also listens for Kafka's protocol
+  (``b.bootstrap``); ``cp.kafka_bootstrap`` names every such broker.
 - Tenants through the console API: ``cp.tenant(slug)`` seeds an organisation with a service
   account, ``StaffSession(cp)`` signs a platform staff user in (quotas), ``create_topic``
   creates a topic and waits until a broker knows it, ``RestProducer`` produces JSON over
@@ -103,6 +105,13 @@ class Proc:
     log: Path
     url: str
     proc: subprocess.Popen | None = None
+    kafka_port: int | None = None  # a broker's Kafka listener (None: none)
+
+    @property
+    def bootstrap(self) -> str:
+        """A broker's Kafka listener as ``bootstrap.servers``."""
+        assert self.kafka_port, f"{self.name} was started without a Kafka listener"
+        return f"127.0.0.1:{self.kafka_port}"
 
     def start(self) -> None:
         with open(self.log, "ab") as out:
@@ -167,6 +176,11 @@ class ControlPlane:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def kafka_bootstrap(self) -> str:
+        """Every started broker's Kafka listener, as ``bootstrap.servers``."""
+        return ",".join(b.bootstrap for b in self.brokers if b.kafka_port)
+
     def manage(self, *argv: str) -> str:
         done = subprocess.run(
             [sys.executable, "manage.py", *argv],
@@ -196,8 +210,13 @@ class ControlPlane:
     def api(self, method: str, path: str, body=None, *, key: str) -> tuple[int, dict]:
         return http(method, f"{self.url}/api/v1/{path}", body, key=key)
 
-    def start_broker(self, broker_id: int, port: int | None = None) -> Proc:
+    def start_broker(
+        self, broker_id: int, port: int | None = None, *, kafka: bool | int = False
+    ) -> Proc:
+        """A broker of this control plane; ``kafka`` (True or a port) gives it a Kafka
+        listener (SASL_PLAINTEXT on loopback): ``b.kafka_port`` and ``b.bootstrap``."""
         port = port or free_port()
+        kafka_port = (kafka if kafka is not True else free_port()) or None
         data = self.workdir / f"broker-{broker_id}"
         argv = [
             sys.executable,
@@ -212,6 +231,7 @@ class ControlPlane:
             "--data-dir",
             str(data),
             "--no-fsync",
+            *(["--kafka-port", str(kafka_port)] if kafka_port else []),
         ]
         b = Proc(
             f"broker {broker_id}",
@@ -221,6 +241,7 @@ class ControlPlane:
             f"http://127.0.0.1:{port}",
         )
         b.data_dir = data  # type: ignore[attr-defined]
+        b.kafka_port = kafka_port
         b.start()
         self.brokers.append(b)
         b.wait_ready()

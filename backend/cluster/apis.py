@@ -17,6 +17,17 @@ from backend.core.exceptions import NotFound
 from backend.core.serializers import StrictSerializer, validate_input
 
 
+def validate_host_port(value: str | None) -> None:
+    """A Kafka advertised address: ``host:port`` (an IPv6 host in brackets), port 1-65535."""
+    if value is None:
+        return
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise serializers.ValidationError("must be 'host:port' with a port from 1 to 65535")
+    if any(c.isspace() for c in value) or "/" in value:
+        raise serializers.ValidationError("must be 'host:port' (no scheme, path or spaces)")
+
+
 class InternalAPIView(APIView):
     authentication_classes = [ClusterSecretAuthentication]
     permission_classes = [IsBroker]
@@ -29,11 +40,22 @@ class BrokerRegisterApi(InternalAPIView):
         broker_id = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
         url = serializers.URLField(max_length=500)
         clean_shutdown = serializers.BooleanField(required=False, default=True)
+        kafka = serializers.CharField(
+            required=False,
+            allow_null=True,
+            default=None,
+            max_length=300,
+            validators=[validate_host_port],
+            help_text="the broker's Kafka listener as clients reach it, 'host:port'",
+        )
 
     def post(self, request):
         data = validate_input(self.InputSerializer, request.data)
         broker = services.broker_register(
-            broker_id=data["broker_id"], url=data["url"], clean_shutdown=data["clean_shutdown"]
+            broker_id=data["broker_id"],
+            url=data["url"],
+            clean_shutdown=data["clean_shutdown"],
+            kafka=data["kafka"],
         )
         version, _ = metadata_log.head()
         return Response(

@@ -44,6 +44,8 @@ class Broker(models.Model):
 
     broker_id = models.PositiveIntegerField(primary_key=True)
     url = models.CharField(max_length=500)
+    # "host:port" of its Kafka listener, as clients are told (blank: it has none)
+    kafka = models.CharField(max_length=300, blank=True, default="")
     registered_at = models.DateTimeField(auto_now_add=True)
     last_heartbeat_at = models.DateTimeField()
     metadata_version = models.BigIntegerField(default=0)

@@ -32,22 +32,28 @@ QUOTA = "quota"
 
 
 def broker_record(broker: Broker) -> dict:
-    return {
+    record = {
         "id": broker.broker_id,
         "url": broker.url,
         "epoch": broker.epoch,
         "fenced": broker.fenced,
     }
+    if broker.kafka:  # the Kafka listener clients are told of (absent: it has none)
+        record["kafka"] = broker.kafka
+    return record
 
 
 @transaction.atomic
-def broker_register(*, broker_id: int, url: str, clean_shutdown: bool = True) -> Broker:
+def broker_register(
+    *, broker_id: int, url: str, clean_shutdown: bool = True, kafka: str | None = None
+) -> Broker:
     """Register (or re-register) a broker: a new broker epoch (the version of its broker
     record, so larger on every registration), unfenced and not shutting down. After an
     unclean shutdown it leaves the ISR and ELR of its partitions (``unclean_restart``: it may
     have lost its unflushed tail) for their last known ELR, except where it is the only
     replica. Its log reports from earlier registrations are dropped. Partitions that had no
-    live broker to go to are placed now."""
+    live broker to go to are placed now. ``kafka``: its Kafka listener's advertised
+    "host:port" (None: it has none), published in its broker record."""
     url = url.rstrip("/")
     now = timezone.now()
     head = metadata_log.lock()
@@ -55,6 +61,7 @@ def broker_register(*, broker_id: int, url: str, clean_shutdown: bool = True) ->
     if broker is None:
         broker = Broker(broker_id=broker_id, registered_at=now)
     broker.url = url
+    broker.kafka = kafka or ""
     broker.last_heartbeat_at = now
     broker.epoch = head + 1  # the version the broker record below gets
     broker.fenced = False

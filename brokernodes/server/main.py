@@ -121,6 +121,7 @@ def metadata_source(config: BrokerConfig) -> MetadataSource:
             data_dir=config.data_dir,
             clean_shutdown=logs_shut_down_cleanly(config.data_dir),
             controlled_shutdown_timeout_s=config.controlled_shutdown_timeout_s,
+            kafka_advertised=config.kafka_advertised,
         )
     return StaticMetadataSource(config.metadata_path)
 

@@ -107,8 +107,10 @@ class ControlPlaneMetadataSource(MetadataSource):
         max_backoff_s: float = 5.0,
         clean_shutdown: bool = True,
         controlled_shutdown_timeout_s: float = 30.0,
+        kafka_advertised: str | None = None,
     ) -> None:
         self.base = control_plane_url.rstrip("/")
+        self.kafka_advertised = kafka_advertised
         self.broker_id = broker_id
         self.advertised_url = advertised_url.rstrip("/")
         self.secret = secret
@@ -128,6 +130,7 @@ class ControlPlaneMetadataSource(MetadataSource):
         self.controlled_shutdown_timeout_s = controlled_shutdown_timeout_s
         self._broker_epoch = -1
         self._legacy_registration = False  # a control plane without broker epochs
+        self._legacy_kafka = False  # a control plane that stores no Kafka listener
         # what heartbeats report of offline partitions' logs (set by the broker's main)
         self.replica_logs: Callable[[], list[dict]] = list
 
@@ -211,10 +214,45 @@ class ControlPlaneMetadataSource(MetadataSource):
                 )
             return json.loads(body)
 
+    async def tenant_request(
+        self,
+        method: str,
+        path: str,
+        *,
+        authorization: str,
+        timeout_s: float | None = None,
+        json_body: Any = None,
+        params: dict[str, str] | None = None,
+    ) -> tuple[int, Any, dict[str, str]]:
+        """A call to the control plane's tenant API (``/api/v1/<path>``) with a caller's own
+        credentials (``Bearer <key>``, never the cluster secret), so its validation, roles,
+        quotas, tenancy and audit log apply as they do for the CLI and the console.
+        Returns (status, parsed JSON body or None, response headers); raises
+        ``aiohttp.ClientError`` / ``TimeoutError`` when the control plane cannot be reached."""
+        if self._session is None:
+            raise aiohttp.ClientConnectionError("the metadata client is not started")
+        timeout_s = self.request_timeout_s if timeout_s is None else timeout_s
+        async with self._session.request(
+            method,
+            f"{self.base}/api/v1/{path}",
+            headers={"Authorization": authorization},
+            json=json_body,
+            params=params,
+            timeout=aiohttp.ClientTimeout(total=timeout_s, sock_connect=self.request_timeout_s),
+        ) as resp:
+            raw = await resp.read()
+            try:
+                doc = json.loads(raw) if raw else None
+            except ValueError:
+                doc = None
+            return resp.status, doc, dict(resp.headers)
+
     async def _register(self) -> None:
         body: dict[str, Any] = {"broker_id": self.broker_id, "url": self.advertised_url}
         if not self._legacy_registration:
             body["clean_shutdown"] = self.clean_shutdown
+        if self.kafka_advertised and not self._legacy_kafka:
+            body["kafka"] = self.kafka_advertised
         try:
             doc = await self._request(
                 "POST",
@@ -223,6 +261,13 @@ class ControlPlaneMetadataSource(MetadataSource):
                 timeout_s=self.request_timeout_s,
             )
         except ControlPlaneError as e:
+            if e.status == 400 and b'"kafka"' in e.body and not self._legacy_kafka:
+                logger.warning(
+                    "the control plane does not store Kafka listeners; registering without "
+                    "(Kafka clients will not learn this broker's address)"
+                )
+                self._legacy_kafka = True
+                return await self._register()
             if e.status != 400 or b"clean_shutdown" not in e.body:
                 raise
             logger.warning("the control plane knows no broker epochs; registering without")
