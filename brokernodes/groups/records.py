@@ -11,6 +11,7 @@ Key (big-endian, as Kafka's)::
     string group                 int16 length + UTF-8
     ... type-specific fields:
       1  OFFSET_COMMIT            string topic, int32 partition
+      2  CLASSIC_GROUP            (none)
       3  GROUP_METADATA           (none)
       5  MEMBER_METADATA          string member_id
       6  TARGET_ASSIGNMENT        string member_id
@@ -19,6 +20,10 @@ Value::
 
     int16 value version (0)      then UTF-8 JSON, keys sorted, no spaces:
       OFFSET_COMMIT      {"offset", "leader_epoch", "metadata", "commit_timestamp_ms"}
+      CLASSIC_GROUP      {"protocol_type", "generation", "protocol", "leader", "members":
+                          [{"member_id", "instance_id", "client_id", "client_host",
+                            "session_timeout_ms", "rebalance_timeout_ms",
+                            "subscription" (base64), "assignment" (base64)}]}
       GROUP_METADATA     {"epoch", "assignment_epoch", "assignor", "session_timeout_ms",
                           "rebalance_timeout_ms", "heartbeat_interval_ms", "partition_counts"}
       MEMBER_METADATA    {"instance_id", "subscriptions", "member_epoch",
@@ -26,24 +31,29 @@ Value::
                           "session_timeout_ms", "rebalance_timeout_ms", "left"}
       TARGET_ASSIGNMENT  {"partitions": [[topic, partition], ...]}
 
-The type numbers follow Kafka's (offset commit 1, consumer group metadata 3, member metadata
-5, target assignment member 6); Sluice folds Kafka's separate current-member-assignment record
+The type numbers follow Kafka's (offset commit 1, classic group metadata 2, consumer group
+metadata 3, member metadata 5, target assignment member 6). A classic group is one record with
+its members inline, as Kafka's GroupMetadata value, holding its last completed generation
+(``ClassicGroup.persisted``). Sluice folds Kafka's separate current-member-assignment record
 (8) into the member record. A group is written as the snapshot :func:`group_records` gives;
 :func:`record_diff` turns two snapshots into the upserts and tombstones to append.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from brokernodes.errors import CorruptRecordError
+from brokernodes.groups.classic import ClassicConfig, ClassicGroup
 from brokernodes.groups.group import ConsumerGroup, Member, MemberState
 from brokernodes.groups.types import OffsetAndMetadata, OffsetKey, TopicPartition
 
 __all__ = [
+    "CLASSIC_GROUP",
     "GROUP_METADATA",
     "MEMBER_METADATA",
     "OFFSET_COMMIT",
@@ -59,6 +69,7 @@ __all__ = [
 ]
 
 OFFSET_COMMIT = 1
+CLASSIC_GROUP = 2
 GROUP_METADATA = 3
 MEMBER_METADATA = 5
 TARGET_ASSIGNMENT = 6
@@ -106,8 +117,27 @@ def _tps(tps: Iterable[TopicPartition]) -> list[list[object]]:
     return [[t, p] for t, p in sorted(tps)]
 
 
-def group_records(group: ConsumerGroup) -> dict[bytes, bytes]:
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def classic_group_records(group: ClassicGroup) -> dict[bytes, bytes]:
+    """A classic group's one record (its last completed generation), or none yet."""
+    doc = group.persisted()
+    if doc is None:
+        return {}
+    value = dict(doc)
+    value["members"] = [
+        {**m, "subscription": _b64(m["subscription"]), "assignment": _b64(m["assignment"])}
+        for m in doc["members"]
+    ]
+    return {_key(CLASSIC_GROUP, group.group_id): _value(value)}
+
+
+def group_records(group: ConsumerGroup | ClassicGroup) -> dict[bytes, bytes]:
     """The group's metadata, members and target assignment as records (a snapshot)."""
+    if isinstance(group, ClassicGroup):
+        return classic_group_records(group)
     gid = group.group_id
     out = {
         _key(GROUP_METADATA, gid): _value(
@@ -142,7 +172,7 @@ def group_records(group: ConsumerGroup) -> dict[bytes, bytes]:
     return out
 
 
-def group_tombstones(group: ConsumerGroup) -> list[Record]:
+def group_tombstones(group: ConsumerGroup | ClassicGroup) -> list[Record]:
     """Tombstones for every group record (a group delete); offsets are deleted separately."""
     return [(k, None) for k in sorted(group_records(group))]
 
@@ -174,7 +204,7 @@ def decode_key(key: bytes) -> tuple[int, tuple[object, ...]]:
             topic, pos = _read_str(key, pos)
             (partition,) = struct.unpack_from(">i", key, pos)
             fields, pos = (group, topic, partition), pos + 4
-        elif kind == GROUP_METADATA:
+        elif kind in (GROUP_METADATA, CLASSIC_GROUP):
             fields = (group,)
         elif kind in (MEMBER_METADATA, TARGET_ASSIGNMENT):
             member_id, pos = _read_str(key, pos)
@@ -206,7 +236,7 @@ class CoordinatorState:
     """What a coordinator rebuilds from its ``__consumer_offsets`` partition."""
 
     offsets: dict[OffsetKey, OffsetAndMetadata] = field(default_factory=dict)
-    groups: dict[str, ConsumerGroup] = field(default_factory=dict)
+    groups: dict[str, ConsumerGroup | ClassicGroup] = field(default_factory=dict)
 
 
 def load_records(
@@ -214,6 +244,7 @@ def load_records(
     now_ms: int,
     *,
     member_id_factory: Callable[[], str] | None = None,
+    classic_config: ClassicConfig | None = None,
 ) -> CoordinatorState:
     """Replay records in log order (last write wins, tombstones delete) and rebuild the
     committed offsets and the groups. Members get a fresh session (deadline ``now_ms`` +
@@ -228,6 +259,7 @@ def load_records(
     state = CoordinatorState()
     members: dict[str, dict[str, dict[str, object]]] = {}
     targets: dict[str, dict[str, frozenset[TopicPartition]]] = {}
+    classic: dict[str, dict[str, object]] = {}
     for key, value in latest.items():
         kind, f = decode_key(key)
         v = decode_value(value)
@@ -251,12 +283,20 @@ def load_records(
                 target_assignment_epoch=int(v["assignment_epoch"]),
                 **kwargs,
             )
+        elif kind == CLASSIC_GROUP:
+            classic[str(f[0])] = v
         elif kind == MEMBER_METADATA:
             members.setdefault(str(f[0]), {})[str(f[1])] = v
         else:
             parts = frozenset(TopicPartition(t, p) for t, p in v["partitions"])
             targets.setdefault(str(f[0]), {})[str(f[1])] = parts
+    for gid, doc in classic.items():
+        if gid in state.groups:  # both kinds of record: the consumer group's came later
+            continue
+        state.groups[gid] = _restore_classic(gid, doc, now_ms, classic_config)
     for gid, group in state.groups.items():
+        if isinstance(group, ClassicGroup):
+            continue
         for mid, v in members.get(gid, {}).items():
             member = Member(
                 member_id=mid,
@@ -281,3 +321,20 @@ def load_records(
             mid: tps for mid, tps in targets.get(gid, {}).items() if mid in group.members
         }
     return state
+
+
+def _restore_classic(
+    gid: str, doc: dict, now_ms: int, config: ClassicConfig | None
+) -> ClassicGroup:
+    try:
+        members = [
+            {
+                **m,
+                "subscription": base64.b64decode(m["subscription"], validate=True),
+                "assignment": base64.b64decode(m["assignment"], validate=True),
+            }
+            for m in doc.get("members") or []
+        ]
+        return ClassicGroup.restore(gid, {**doc, "members": members}, now_ms, config)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptRecordError(f"malformed classic group record for {gid!r}: {exc}") from None
