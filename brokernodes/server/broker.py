@@ -204,12 +204,16 @@ class Broker:
         batches: bytearray,
         *,
         acks: int,
+        timeout: float | None = None,
     ) -> AppendResult:
-        """A binary produce (an HTTP body or a WebSocket frame): the storage quota, the
-        leader append, and the bytes-in counters for what was newly appended."""
+        """A binary produce (an HTTP body, a WebSocket frame or a Kafka Produce partition):
+        the storage quota, the leader append, and the bytes-in counters for what was newly
+        appended. ``timeout`` (an acks=all wait, e.g. a Kafka request's ``timeout_ms``) is
+        capped at the broker's ``acks_all_timeout_s``."""
         self.quotas.check_storage(principal)
+        limit = self.config.acks_all_timeout_s
         result = await partition.append_as_leader(
-            batches, acks=acks, timeout=self.config.acks_all_timeout_s
+            batches, acks=acks, timeout=limit if timeout is None else min(timeout, limit)
         )
         if not result.duplicate:
             self.metrics.record_in(topic, result.bytes, result.record_count)

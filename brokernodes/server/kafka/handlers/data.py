@@ -4,8 +4,9 @@ OffsetForLeaderEpoch, InitProducerId), one module per family, merged here."""
 from __future__ import annotations
 
 from brokernodes.server.kafka.context import Handler
-from brokernodes.server.kafka.handlers import metadata
+from brokernodes.server.kafka.handlers import metadata, produce
 
 HANDLERS: dict[int, Handler] = {
     **metadata.HANDLERS,
+    **produce.HANDLERS,
 }
