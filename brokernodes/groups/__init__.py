@@ -15,6 +15,7 @@ from brokernodes.groups.assignors import (
 from brokernodes.groups.errors import (
     FencedMemberEpochError,
     GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
     InvalidGroupRequestError,
     NonEmptyGroupError,
     StaleMemberEpochError,
@@ -65,6 +66,7 @@ __all__ = [
     "FencedMemberEpochError",
     "GroupIdNotFoundError",
     "GroupState",
+    "GroupSubscribedToTopicError",
     "HeartbeatResponse",
     "InvalidGroupRequestError",
     "Member",

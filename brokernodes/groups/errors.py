@@ -50,3 +50,9 @@ class UnsupportedAssignorError(SluiceError):
     """An assignor name the coordinator does not have."""
 
     error_code = "UNSUPPORTED_ASSIGNOR"
+
+
+class GroupSubscribedToTopicError(SluiceError):
+    """Offsets of a topic the group's members subscribe to cannot be deleted (OffsetDelete)."""
+
+    error_code = "GROUP_SUBSCRIBED_TO_TOPIC"

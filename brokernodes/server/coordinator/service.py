@@ -12,11 +12,17 @@ Group ids are tenant-relative here; the service qualifies them (``<tenant>/<grou
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from brokernodes.errors import SluiceError
 from brokernodes.groups import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    ConsumerGroup,
+    GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
     NonEmptyGroupError,
     OffsetAndMetadata,
     PartitionOffsets,
@@ -40,6 +46,8 @@ LogOffsetsReader = Callable[
     ["ClusterMetadata", Iterable[Query], "str | None"],
     Awaitable[dict[tuple[str, int], LogOffsets]],
 ]
+
+_CLIENT_HOSTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 HEALTH_WARN_MS = 10_000
 HEALTH_ERR_MS = 60_000
@@ -69,6 +77,41 @@ def require_inactive(group) -> None:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    """One group as Kafka's ListGroups names it."""
+
+    group_id: str  # tenant-relative
+    group_type: str  # "consumer" (KIP-848) or "classic"
+    protocol_type: str  # "consumer"; "" for a group that only has committed offsets
+    state: str  # Kafka's state name ("Stable", "Empty", "Reconciling", ...)
+
+
+def listing(group_id: str, group: object | None) -> GroupListing:
+    """How ListGroups shows ``group`` (``None``: only committed offsets, which Kafka shows as
+    an empty classic group with no protocol type)."""
+    if isinstance(group, ConsumerGroup):
+        return GroupListing(group_id, "consumer", "consumer", group.state.value.capitalize())
+    if group is None:
+        return GroupListing(group_id, "classic", "", "Empty")
+    return GroupListing(
+        group_id,
+        getattr(group, "group_type", "classic"),
+        getattr(group, "protocol_type", "consumer") or "",
+        str(getattr(group, "kafka_state", "Empty")),
+    )
+
+
+def subscribed_topics(group: object | None) -> frozenset[str]:
+    """The topics the group's members subscribe to (none for a group without members)."""
+    topics = getattr(group, "subscribed_topics", None)
+    return frozenset(topics()) if callable(topics) else frozenset()
+
+
+class _SubscriptionsChanged(Exception):
+    """A member subscribed to a topic between planning an offset delete and applying it."""
+
+
 def _tp_json(tps) -> list[dict[str, object]]:
     return [{"topic": t, "partition": p} for t, p in tps]
 
@@ -77,6 +120,9 @@ class GroupService:
     def __init__(self, coordinator: GroupCoordinator, read_log_offsets: LogOffsetsReader) -> None:
         self.coordinator = coordinator
         self.read_log_offsets = read_log_offsets
+        # (qualified group, member id) -> the member's host, shared by every service over
+        # this coordinator (the HTTP and Kafka fronts each make one)
+        self.client_hosts: dict[tuple[str, str], str] = _CLIENT_HOSTS.setdefault(coordinator, {})
 
     def view(self, tenant: str | None) -> ClusterMetadata:
         """The cluster as ``tenant`` sees it (all of it for the control plane's ``None``)."""
@@ -93,13 +139,22 @@ class GroupService:
         member_epoch: int,
         *,
         client_id: str | None = None,
+        client_host: str | None = None,
         **options,
     ) -> HeartbeatResponse:
-        """ConsumerGroupHeartbeat; remembers the member's client id for describe."""
+        """ConsumerGroupHeartbeat; remembers the member's client id and host for describe
+        (and forgets them when it leaves)."""
         qualified = qualify(tenant, group_id)
         response = await self.coordinator.heartbeat(qualified, member_id, member_epoch, **options)
-        if client_id and response.member_epoch >= 0:
-            self.coordinator.client_ids[(qualified, response.member_id)] = client_id
+        key = (qualified, response.member_id)
+        if response.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            self.coordinator.client_ids.pop(key, None)
+            self.client_hosts.pop(key, None)
+        else:
+            if client_id:
+                self.coordinator.client_ids[key] = client_id
+            if client_host:
+                self.client_hosts[key] = client_host
         return response
 
     async def commit(
@@ -111,16 +166,31 @@ class GroupService:
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         auth: str | None,
     ) -> None:
-        """OffsetCommit, with the log ends the beyond-the-end check needs. Ends are asked
-        only where an offset passes the last end seen for the partition (ends only grow),
-        so most commits cost no lookup."""
+        """OffsetCommit. Every partition must exist (UNKNOWN_TOPIC_OR_PARTITION). A member's
+        commit is not checked against the log end (``validate_commit`` says why), so it asks
+        nobody; an admin commit (no member) must not pass the high watermark, and asks the
+        leaders for it only where an offset passes the last end seen (ends only grow)."""
         coordinator = self.coordinator
         view = self.view(tenant)
+        for tp in offsets:
+            view.partition(tp.topic, tp.partition)  # UNKNOWN_TOPIC_OR_PARTITION
+        ends: dict[TopicPartition, int] | None = None
+        if not member_id:
+            ends = await self._log_ends(tenant, view, offsets, auth)
+        await coordinator.commit(qualify(tenant, group_id), member_id, member_epoch, offsets, ends)
+
+    async def _log_ends(
+        self,
+        tenant: str | None,
+        view: ClusterMetadata,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        auth: str | None,
+    ) -> dict[TopicPartition, int]:
+        known_ends = self.coordinator.known_ends
         ends: dict[TopicPartition, int] = {}
         need = []
         for tp, om in offsets.items():
-            view.partition(tp.topic, tp.partition)  # UNKNOWN_TOPIC_OR_PARTITION
-            known = coordinator.known_ends.get((tenant, tp))
+            known = known_ends.get((tenant, tp))
             if known is not None and om.offset <= known:
                 ends[tp] = known
             else:
@@ -133,9 +203,8 @@ class GroupService:
                 lo = found.get((tp.topic, tp.partition))
                 if lo is None:
                     raise SluiceError(f"the leader of {tp.topic}-{tp.partition} did not answer")
-                ends[tp] = lo.high_watermark
-                coordinator.known_ends[(tenant, tp)] = lo.high_watermark
-        await coordinator.commit(qualify(tenant, group_id), member_id, member_epoch, offsets, ends)
+                ends[tp] = known_ends[(tenant, tp)] = lo.high_watermark
+        return ends
 
     # --- reads -----------------------------------------------------------------------
 
@@ -146,6 +215,33 @@ class GroupService:
 
     def find_coordinator(self, tenant: str | None, group_id: str) -> Coordinator:
         return self.coordinator.coordinator(qualify(tenant, group_id))
+
+    async def list_groups(self, tenant: str | None) -> list[GroupListing]:
+        """The groups this broker coordinates for ``tenant`` (Kafka's ListGroups)."""
+        out = []
+        for qualified in self.coordinator.local_groups(tenant):
+            try:
+                group, _ = await self.coordinator.group(qualified)
+            except SluiceError:
+                continue  # deleted meanwhile, or no longer coordinated here
+            out.append(listing(unqualify(qualified)[1], group))
+        return out
+
+    async def consumer_group(self, tenant: str | None, group_id: str) -> ConsumerGroup:
+        """The consumer-protocol (KIP-848) group ``group_id``, for ConsumerGroupDescribe.
+        GROUP_ID_NOT_FOUND when there is none or it is a classic group, as Kafka answers
+        (clients then ask DescribeGroups)."""
+        group, _ = await self.coordinator.group(qualify(tenant, group_id))
+        if not isinstance(group, ConsumerGroup):
+            raise GroupIdNotFoundError(f"group {group_id!r} is not a consumer-protocol group")
+        return group
+
+    def member_client(
+        self, tenant: str | None, group_id: str, member_id: str
+    ) -> tuple[str | None, str | None]:
+        """(client id, client host) a member last heartbeated with, where known."""
+        key = (qualify(tenant, group_id), member_id)
+        return self.coordinator.client_ids.get(key), self.client_hosts.get(key)
 
     async def describe(self, tenant: str | None, group_id: str, auth: str | None) -> dict:
         """The group, its members, and per partition committed offset, log end and lag."""
@@ -244,6 +340,45 @@ class GroupService:
 
     async def delete(self, tenant: str | None, group_id: str) -> None:
         await self.coordinator.delete(qualify(tenant, group_id))
+
+    async def delete_offsets(
+        self, tenant: str | None, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, SluiceError | None]:
+        """OffsetDelete: drop the group's committed offsets of ``partitions``, except those of
+        topics its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC for each of those). A
+        partition with no committed offset counts as deleted. GROUP_ID_NOT_FOUND when the
+        group does not exist. The subscriptions are checked again under the group's lock,
+        so a member subscribing meanwhile never loses its offsets."""
+        coordinator = self.coordinator
+        qualified = qualify(tenant, group_id)
+        wanted = sorted(set(partitions))
+        for _attempt in range(5):
+            group, _ = await coordinator.group(qualified)
+            busy = subscribed_topics(group)
+            deletes = [tp for tp in wanted if tp.topic not in busy]
+            topics = {tp.topic for tp in deletes}
+
+            def unchanged(current, topics=topics) -> None:
+                if subscribed_topics(current) & topics:
+                    raise _SubscriptionsChanged
+
+            try:
+                if deletes:
+                    await coordinator.apply_offsets(qualified, {}, deletes, check_empty=unchanged)
+            except _SubscriptionsChanged:
+                continue
+            return {
+                tp: GroupSubscribedToTopicError(
+                    f"group {group_id!r} has members subscribed to {tp.topic!r}; "
+                    "its offsets can be deleted once they unsubscribe"
+                )
+                if tp.topic in busy
+                else None
+                for tp in wanted
+            }
+        raise GroupSubscribedToTopicError(
+            f"the subscriptions of group {group_id!r} keep changing; retry the offset delete"
+        )
 
     async def reset_offsets(
         self,

@@ -1,6 +1,7 @@
 """The group service over a stand-in coordinator and log-offsets reader (no broker, no HTTP):
-commits ask log ends only past the last end seen, resets plan from the leaders' answers
-and apply only when asked, explicit offsets need an inactive group."""
+member commits ask no log ends, admin commits ask only past the last end seen, resets plan
+from the leaders' answers and apply only when asked, explicit offsets need an inactive
+group."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ from types import SimpleNamespace
 import pytest
 
 from brokernodes.errors import UnknownTopicOrPartitionError
-from brokernodes.groups import NonEmptyGroupError, OffsetAndMetadata, ResetSpec, TopicPartition
+from brokernodes.groups import (
+    ConsumerGroup,
+    GroupIdNotFoundError,
+    HeartbeatResponse,
+    NonEmptyGroupError,
+    OffsetAndMetadata,
+    ResetSpec,
+    TopicPartition,
+)
 from brokernodes.groups.offsets import OffsetStore
 from brokernodes.server.coordinator.service import GroupService
 from brokernodes.server.metadata.cluster import parse_metadata
@@ -37,7 +46,7 @@ class StandInCoordinator:
         self.applied: list = []
 
     async def commit(self, qualified, member_id, member_epoch, offsets, ends) -> None:
-        self.commits.append((qualified, dict(ends)))
+        self.commits.append((qualified, None if ends is None else dict(ends)))
 
     async def shard_for(self, qualified):
         return self.shard
@@ -45,6 +54,16 @@ class StandInCoordinator:
     async def apply_offsets(self, qualified, offsets, deletes=(), *, check_empty) -> None:
         check_empty(self.shard.groups.get(qualified))
         self.applied.append((qualified, dict(offsets), list(deletes)))
+
+    async def group(self, qualified):
+        group = self.shard.groups.get(qualified)
+        offsets = self.shard.offsets.fetch(qualified)
+        if group is None and not offsets:
+            raise GroupIdNotFoundError(f"no group {qualified}")
+        return group, offsets
+
+    def local_groups(self, tenant):
+        return sorted(set(self.shard.groups) | self.shard.offsets.groups())
 
 
 class Reader:
@@ -64,25 +83,40 @@ def _commit(offset: int) -> dict:
     return {TP0: OffsetAndMetadata(offset, None, "", 0)}
 
 
-def test_commits_ask_log_ends_only_past_the_last_end_seen():
+def test_admin_commits_ask_log_ends_only_past_the_last_end_seen():
     coordinator, reader = StandInCoordinator(), Reader(hw=10)
     service = GroupService(coordinator, reader)
 
     async def run():
-        await service.commit(None, "g", "m", 1, _commit(4), None)
-        await service.commit(None, "g", "m", 1, _commit(10), None)  # at the known end
+        await service.commit(None, "g", None, -1, _commit(4), None)
+        await service.commit(None, "g", None, -1, _commit(10), None)  # at the known end
         reader.hw = 20
-        await service.commit(None, "g", "m", 1, _commit(11), None)  # past it: ask again
+        await service.commit(None, "g", None, -1, _commit(11), None)  # past it: ask again
 
     asyncio.run(run())
     assert reader.asked == [[("t", 0)], [("t", 0)]]
     assert [ends for _, ends in coordinator.commits] == [{TP0: 10}, {TP0: 10}, {TP0: 20}]
 
 
+def test_member_commits_ask_no_log_ends():
+    coordinator, reader = StandInCoordinator(), Reader(hw=10)
+    service = GroupService(coordinator, reader)
+
+    async def run():
+        await service.commit(None, "g", "m", 1, _commit(4), None)
+        await service.commit(None, "g", "m", 1, _commit(50), None)  # past the end: a member's
+
+    asyncio.run(run())
+    assert reader.asked == []
+    assert [ends for _, ends in coordinator.commits] == [None, None]
+
+
 def test_a_commit_to_an_unknown_partition_asks_nobody():
     coordinator, reader = StandInCoordinator(), Reader()
     service = GroupService(coordinator, reader)
     offsets = {TopicPartition("t", 5): OffsetAndMetadata(1, None, "", 0)}
+    with pytest.raises(UnknownTopicOrPartitionError):
+        asyncio.run(service.commit(None, "g", None, -1, offsets, None))
     with pytest.raises(UnknownTopicOrPartitionError):
         asyncio.run(service.commit(None, "g", "m", 1, offsets, None))
     assert reader.asked == [] and coordinator.commits == []
@@ -114,3 +148,78 @@ def test_explicit_offsets_need_an_inactive_group():
     plan = asyncio.run(service.set_offsets(None, "g", {TP0: 5}, [TP1], dry_run=False))
     assert [(r["partition"], r["target"]) for r in plan["plan"]] == [(0, 5), (1, None)]
     assert coordinator.applied == [("g", {TP0: 5}, [TP1])]
+
+
+def _member_group(subscriptions: list[str]) -> ConsumerGroup:
+    group = ConsumerGroup("g", partition_counts={"t": 2, "u": 1})
+    group.heartbeat("m", 0, 0, subscriptions=subscriptions)
+    return group
+
+
+def test_offsets_of_subscribed_topics_are_not_deleted():
+    coordinator, reader = StandInCoordinator(), Reader()
+    service = GroupService(coordinator, reader)
+    with pytest.raises(GroupIdNotFoundError):
+        asyncio.run(service.delete_offsets(None, "g", [TP0]))
+    coordinator.shard.groups["g"] = _member_group(["t"])
+    tu = TopicPartition("u", 0)
+    outcome = asyncio.run(service.delete_offsets(None, "g", [TP0, tu, TP1]))
+    assert {tp: e and e.error_code for tp, e in outcome.items()} == {
+        TP0: "GROUP_SUBSCRIBED_TO_TOPIC",
+        TP1: "GROUP_SUBSCRIBED_TO_TOPIC",
+        tu: None,
+    }
+    assert coordinator.applied == [("g", {}, [tu])]
+
+
+def test_an_offset_delete_checks_again_under_the_lock():
+    """A member subscribing between the plan and the delete keeps its offsets."""
+    coordinator, reader = StandInCoordinator(), Reader()
+    service = GroupService(coordinator, reader)
+    coordinator.shard.groups["g"] = _member_group(["t"])
+    tu = TopicPartition("u", 0)
+    real_group = coordinator.group
+    calls = []
+
+    async def group_then_subscribe(qualified):
+        answer = await real_group(qualified)
+        if not calls:  # after the first look, a member subscribes to u too
+            coordinator.shard.groups["g"] = _member_group(["t", "u"])
+        calls.append(qualified)
+        return answer
+
+    coordinator.group = group_then_subscribe
+    outcome = asyncio.run(service.delete_offsets(None, "g", [tu]))
+    assert outcome[tu].error_code == "GROUP_SUBSCRIBED_TO_TOPIC"
+    assert coordinator.applied == [] and len(calls) == 2
+
+
+def test_groups_are_listed_as_kafka_names_them():
+    coordinator, reader = StandInCoordinator(), Reader()
+    service = GroupService(coordinator, reader)
+    coordinator.shard.groups["active"] = _member_group(["t"])
+    coordinator.shard.offsets.commit("offsets-only", {TP0: OffsetAndMetadata(1, None, "", 0)})
+    rows = asyncio.run(service.list_groups(None))
+    assert [(r.group_id, r.group_type, r.protocol_type, r.state) for r in rows] == [
+        ("active", "consumer", "consumer", "Stable"),
+        ("offsets-only", "classic", "", "Empty"),
+    ]
+    assert asyncio.run(service.consumer_group(None, "active")) is coordinator.shard.groups["active"]
+    with pytest.raises(GroupIdNotFoundError, match="not a consumer-protocol group"):
+        asyncio.run(service.consumer_group(None, "offsets-only"))
+
+
+def test_member_clients_are_remembered_until_the_member_leaves():
+    coordinator, reader = StandInCoordinator(), Reader()
+    responses = iter([HeartbeatResponse("m", 1, 5000), HeartbeatResponse("m", -1, 5000)])
+
+    async def heartbeat(qualified, member_id, member_epoch, **options):
+        return next(responses)
+
+    coordinator.heartbeat = heartbeat
+    service = GroupService(coordinator, reader)
+    asyncio.run(service.heartbeat(None, "g", None, 0, client_id="app", client_host="10.0.0.1"))
+    # another service over the same coordinator (the other front) sees the same member
+    assert GroupService(coordinator, reader).member_client(None, "g", "m") == ("app", "10.0.0.1")
+    asyncio.run(service.heartbeat(None, "g", "m", -1))
+    assert service.member_client(None, "g", "m") == (None, None)
