@@ -30,6 +30,7 @@ from brokernodes.groups import (
     TopicPartition,
     plan_reset,
 )
+from brokernodes.groups.classic import ClassicGroup
 from brokernodes.groups.lag import offset_lag, time_lag_ms
 from brokernodes.server.coordinator.group_coordinator import now_ms
 from brokernodes.server.coordinator.offsets_topic import qualify, unqualify
@@ -87,19 +88,14 @@ class GroupListing:
     state: str  # Kafka's state name ("Stable", "Empty", "Reconciling", ...)
 
 
-def listing(group_id: str, group: object | None) -> GroupListing:
+def listing(group_id: str, group: ConsumerGroup | ClassicGroup | None) -> GroupListing:
     """How ListGroups shows ``group`` (``None``: only committed offsets, which Kafka shows as
     an empty classic group with no protocol type)."""
     if isinstance(group, ConsumerGroup):
         return GroupListing(group_id, "consumer", "consumer", group.state.value.capitalize())
-    if group is None:
-        return GroupListing(group_id, "classic", "", "Empty")
-    return GroupListing(
-        group_id,
-        getattr(group, "group_type", "classic"),
-        getattr(group, "protocol_type", "consumer") or "",
-        str(getattr(group, "kafka_state", "Empty")),
-    )
+    if isinstance(group, ClassicGroup):
+        return GroupListing(group_id, "classic", group.protocol_type or "", group.state_name)
+    return GroupListing(group_id, "classic", "", "Empty")
 
 
 def subscribed_topics(group: object | None) -> frozenset[str]:
@@ -288,7 +284,8 @@ class GroupService:
             members.append(
                 {
                     "member_id": m["member_id"],
-                    "client_id": coordinator.client_ids.get((qualified, m["member_id"])),
+                    "client_id": m.get("client_id")
+                    or coordinator.client_ids.get((qualified, m["member_id"])),
                     "instance_id": m["instance_id"],
                     "member_epoch": m["member_epoch"],
                     "state": m["state"],
@@ -304,6 +301,7 @@ class GroupService:
         state = desc.get("state", "empty")
         return {
             "group_id": group_id,
+            "type": "consumer" if isinstance(group, ConsumerGroup) else "classic",
             "state": str(state).upper(),
             "coordinator": c.broker_id,
             "group_epoch": desc.get("group_epoch", 0),

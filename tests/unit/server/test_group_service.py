@@ -20,6 +20,7 @@ from brokernodes.groups import (
     ResetSpec,
     TopicPartition,
 )
+from brokernodes.groups.classic import ClassicGroup
 from brokernodes.groups.offsets import OffsetStore
 from brokernodes.server.coordinator.service import GroupService
 from brokernodes.server.metadata.cluster import parse_metadata
@@ -198,15 +199,18 @@ def test_groups_are_listed_as_kafka_names_them():
     coordinator, reader = StandInCoordinator(), Reader()
     service = GroupService(coordinator, reader)
     coordinator.shard.groups["active"] = _member_group(["t"])
+    coordinator.shard.groups["classic"] = ClassicGroup("classic")
     coordinator.shard.offsets.commit("offsets-only", {TP0: OffsetAndMetadata(1, None, "", 0)})
     rows = asyncio.run(service.list_groups(None))
     assert [(r.group_id, r.group_type, r.protocol_type, r.state) for r in rows] == [
         ("active", "consumer", "consumer", "Stable"),
+        ("classic", "classic", "", "Empty"),
         ("offsets-only", "classic", "", "Empty"),
     ]
     assert asyncio.run(service.consumer_group(None, "active")) is coordinator.shard.groups["active"]
-    with pytest.raises(GroupIdNotFoundError, match="not a consumer-protocol group"):
-        asyncio.run(service.consumer_group(None, "offsets-only"))
+    for other in ("classic", "offsets-only"):
+        with pytest.raises(GroupIdNotFoundError, match="not a consumer-protocol group"):
+            asyncio.run(service.consumer_group(None, other))
 
 
 def test_member_clients_are_remembered_until_the_member_leaves():
