@@ -271,11 +271,13 @@ class ClassicGroup:
             if member.protocols == protos:  # it missed our answer: the same one again
                 return self._current_join_response(member, leader_view=True)
             self._update(member, details)
+            member.awaiting_join = True
             self._rebalance(now_ms, member)
             return Parked(member_id, "join")
         if self.state is ClassicState.STABLE:
             if member_id == self.leader_id or member.protocols != protos:
                 self._update(member, details)
+                member.awaiting_join = True
                 self._rebalance(now_ms, member)
                 return Parked(member_id, "join")
             return self._current_join_response(member, leader_view=False)
