@@ -95,12 +95,20 @@ def write_uvarint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
+def _null(nullable: bool, what: str) -> None:
+    """A null where the schema allows one; otherwise the message is malformed (Kafka's own
+    decoders refuse it too), so handlers never meet ``None`` in a non-nullable field."""
+    if not nullable:
+        raise ProtocolError(f"a non-nullable {what} field is null")
+    return None
+
+
 def _need(buf, pos: int, n: int) -> None:
     if n < 0 or pos + n > len(buf):
         raise ProtocolError(f"a field of {n} bytes runs past the end of the message")
 
 
-def read_string(buf, pos: int, flexible: bool) -> tuple[str | None, int]:
+def read_string(buf, pos: int, flexible: bool, nullable: bool = True) -> tuple[str | None, int]:
     if flexible:
         n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -109,7 +117,7 @@ def read_string(buf, pos: int, flexible: bool) -> tuple[str | None, int]:
         (n,) = _I16.unpack_from(buf, pos)
         pos += 2
     if n < 0:
-        return None, pos
+        return _null(nullable, "string"), pos
     _need(buf, pos, n)
     try:
         return str(buf[pos : pos + n], "utf-8"), pos + n
@@ -117,7 +125,7 @@ def read_string(buf, pos: int, flexible: bool) -> tuple[str | None, int]:
         raise ProtocolError("a string field is not UTF-8") from None
 
 
-def read_bytes(buf, pos: int, flexible: bool, view: bool = False):
+def read_bytes(buf, pos: int, flexible: bool, view: bool = False, nullable: bool = True):
     if flexible:
         n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -126,7 +134,7 @@ def read_bytes(buf, pos: int, flexible: bool, view: bool = False):
         (n,) = _I32.unpack_from(buf, pos)
         pos += 4
     if n < 0:
-        return None, pos
+        return _null(nullable, "bytes"), pos
     _need(buf, pos, n)
     data = buf[pos : pos + n]
     return (data if view else bytes(data)), pos + n
@@ -162,10 +170,13 @@ def read_bool(buf, pos: int) -> tuple[bool, int]:
     return buf[pos] != 0, pos + 1
 
 
-def write_string(out: bytearray, value: str | None, flexible: bool) -> None:
+def write_string(out: bytearray, value: str | None, flexible: bool, nullable: bool = True) -> None:
     if value is None:
-        out += b"\x00" if flexible else b"\xff\xff"
-        return
+        if not nullable:  # a handler's None where Kafka allows no null: the empty string
+            value = ""
+        else:
+            out += b"\x00" if flexible else b"\xff\xff"
+            return
     data = value.encode()
     if flexible:
         write_uvarint(out, len(data) + 1)
@@ -174,10 +185,13 @@ def write_string(out: bytearray, value: str | None, flexible: bool) -> None:
     out += data
 
 
-def write_bytes(out: bytearray, value, flexible: bool) -> None:
+def write_bytes(out: bytearray, value, flexible: bool, nullable: bool = True) -> None:
     if value is None:
-        out += b"\x00" if flexible else b"\xff\xff\xff\xff"
-        return
+        if not nullable:
+            value = b""
+        else:
+            out += b"\x00" if flexible else b"\xff\xff\xff\xff"
+            return
     if flexible:
         write_uvarint(out, len(value) + 1)
     else:
@@ -196,7 +210,18 @@ def write_records(out: Out, value, flexible: bool) -> None:
     out.defer(value)
 
 
-def write_count(out: bytearray, value, flexible: bool) -> None:
+def write_uuid(out: bytearray, value: bytes | None) -> None:
+    """16 bytes; ``None`` is the zero UUID (Kafka's "no id")."""
+    if value is None:
+        value = ZERO_UUID
+    elif len(value) != 16:
+        raise ValueError(f"a UUID field takes 16 bytes, not {len(value)}")
+    out += value
+
+
+def write_count(out: bytearray, value, flexible: bool, nullable: bool = True) -> None:
+    if value is None and not nullable:
+        value = ()
     if value is None:
         out += b"\x00" if flexible else b"\xff\xff\xff\xff"
     elif flexible:
@@ -309,13 +334,13 @@ class _Gen:
         fl = self.flexible
         if f.is_array:
             elem = self._element_reader(f)
-            return f"read_array(buf, pos, {fl}, {elem})"
+            return f"read_array(buf, pos, {fl}, {elem}, {f.nullable_in(self.version)})"
         if f.is_struct:
             dec = self.decoder(f.fields, self.fresh("_d"))
             if f.nullable_in(self.version):
                 return f"read_nullable_struct(buf, pos, {dec})"
             return f"{dec}(buf, pos)"
-        return self._primitive_read(f.type)
+        return self._primitive_read(f.type, f.nullable_in(self.version))
 
     def _element_reader(self, f: Field) -> str:
         if f.is_struct:
@@ -325,16 +350,16 @@ class _Gen:
         self.lines.append(f"    return {self._primitive_read(f.element)}")
         return name
 
-    def _primitive_read(self, t: str) -> str:
+    def _primitive_read(self, t: str, nullable: bool = False) -> str:
         fl = self.flexible
         if t in FIXED:
             s, size = FIXED[t]
             return f"read_fixed({self.const(s)}, {size}, buf, pos)"
         return {
             "bool": "read_bool(buf, pos)",
-            "string": f"read_string(buf, pos, {fl})",
-            "bytes": f"read_bytes(buf, pos, {fl})",
-            "records": f"read_bytes(buf, pos, {fl}, True)",
+            "string": f"read_string(buf, pos, {fl}, {nullable})",
+            "bytes": f"read_bytes(buf, pos, {fl}, False, {nullable})",
+            "records": f"read_bytes(buf, pos, {fl}, True, {nullable})",
             "uuid": "read_uuid(buf, pos)",
         }[t]
 
@@ -380,7 +405,8 @@ class _Gen:
         fl = self.flexible
         if f.is_array:
             var = self.fresh("_a")
-            lines = [f"{var} = {value}", f"write_count(out, {var}, {fl})"]
+            nullable = f.nullable_in(self.version)
+            lines = [f"{var} = {value}", f"write_count(out, {var}, {fl}, {nullable})"]
             if f.is_struct:
                 enc = self.encoder(f.fields, self.fresh("_e"))
                 lines += [f"for _x in {var} or ():", f"    {enc}(_x, out)"]
@@ -401,19 +427,19 @@ class _Gen:
                     f"    {enc}({var}, out)",
                 ]
             return [f"{enc}({value} or {{}}, out)"]
-        return [self._primitive_write(f.type, value)]
+        return [self._primitive_write(f.type, value, f.nullable_in(self.version))]
 
-    def _primitive_write(self, t: str, value: str) -> str:
+    def _primitive_write(self, t: str, value: str, nullable: bool = False) -> str:
         fl = self.flexible
         if t in FIXED:
             s, _ = FIXED[t]
             return f"out += {self.const(s.pack)}({value})"
         return {
             "bool": f"out.append(1 if {value} else 0)",
-            "string": f"write_string(out, {value}, {fl})",
-            "bytes": f"write_bytes(out, {value}, {fl})",
+            "string": f"write_string(out, {value}, {fl}, {nullable})",
+            "bytes": f"write_bytes(out, {value}, {fl}, {nullable})",
             "records": f"write_records(out, {value}, {fl})",
-            "uuid": f"out += {value}",
+            "uuid": f"write_uuid(out, {value})",
         }[t]
 
 
@@ -424,10 +450,12 @@ def _fresh(value):
     return {k: _fresh(v) if isinstance(v, (list, dict)) else v for k, v in value.items()}
 
 
-def read_array(buf, pos: int, flexible: bool, element) -> tuple[list | None, int]:
+def read_array(
+    buf, pos: int, flexible: bool, element, nullable: bool = True
+) -> tuple[list | None, int]:
     n, pos = read_count(buf, pos, flexible)
     if n < 0:
-        return None, pos
+        return _null(nullable, "array"), pos
     items = []
     append = items.append
     for _ in range(n):
@@ -486,6 +514,7 @@ _RUNTIME = {
     "write_bytes": write_bytes,
     "write_records": write_records,
     "write_count": write_count,
+    "write_uuid": write_uuid,
     "write_tags": write_tags,
     "_fresh": _fresh,
 }
