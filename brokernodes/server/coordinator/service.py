@@ -161,11 +161,14 @@ class GroupService:
         member_epoch: int,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         auth: str | None,
+        *,
+        instance_id: str | None = None,
     ) -> None:
         """OffsetCommit. Every partition must exist (UNKNOWN_TOPIC_OR_PARTITION). A member's
         commit is not checked against the log end (``validate_commit`` says why), so it asks
         nobody; an admin commit (no member) must not pass the high watermark, and asks the
-        leaders for it only where an offset passes the last end seen (ends only grow)."""
+        leaders for it only where an offset passes the last end seen (ends only grow).
+        ``instance_id``: a classic static member's ``group.instance.id``."""
         coordinator = self.coordinator
         view = self.view(tenant)
         for tp in offsets:
@@ -173,7 +176,10 @@ class GroupService:
         ends: dict[TopicPartition, int] | None = None
         if not member_id:
             ends = await self._log_ends(tenant, view, offsets, auth)
-        await coordinator.commit(qualify(tenant, group_id), member_id, member_epoch, offsets, ends)
+        extra = {} if instance_id is None else {"instance_id": instance_id}
+        await coordinator.commit(
+            qualify(tenant, group_id), member_id, member_epoch, offsets, ends, **extra
+        )
 
     async def _log_ends(
         self,
