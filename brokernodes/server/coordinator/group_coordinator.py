@@ -39,6 +39,8 @@ from brokernodes.groups import (
     validate_commit,
 )
 from brokernodes.groups.assignors import ASSIGNORS
+from brokernodes.groups.classic import ClassicConfig, ClassicGroup, ClassicGroupError
+from brokernodes.server.coordinator.classic_requests import ClassicGroupRequests
 from brokernodes.server.coordinator.offsets_topic import (
     append_records,
     offsets_topic,
@@ -91,12 +93,14 @@ class Shard:
 
     partition: int
     leader_epoch: int
-    groups: dict[str, ConsumerGroup] = field(default_factory=dict)
+    groups: dict[str, ConsumerGroup | ClassicGroup] = field(default_factory=dict)
     offsets: OffsetStore = field(default_factory=OffsetStore)
     written: dict[str, dict[bytes, bytes]] = field(default_factory=dict)  # last snapshots
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
     failed: bool = False
+    # parked classic JoinGroup/SyncGroup requests: (group, member id, "join"|"sync") -> future
+    waiters: dict[tuple[str, str, str], asyncio.Future] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -106,10 +110,16 @@ class Coordinator:
     url: str | None
 
 
-class GroupCoordinator:
-    def __init__(self, metadata: MetadataSource, replicas: ReplicaManager) -> None:
+class GroupCoordinator(ClassicGroupRequests):
+    def __init__(
+        self,
+        metadata: MetadataSource,
+        replicas: ReplicaManager,
+        classic_config: ClassicConfig | None = None,
+    ) -> None:
         self.metadata = metadata
         self.replicas = replicas
+        self.classic_config = classic_config or ClassicConfig()
         self.shards: dict[int, Shard] = {}
         self._tasks: list[asyncio.Task] = []
         self._loads: set[asyncio.Task] = set()
@@ -151,6 +161,7 @@ class GroupCoordinator:
         for number, shard in list(self.shards.items()):
             if led.get(number) != shard.leader_epoch:
                 del self.shards[number]
+                self._fail_waiters(shard)
                 logger.info("no longer coordinating %s-%d", topic and topic.name, number)
         for number, epoch in led.items():
             if number not in self.shards:
@@ -164,6 +175,7 @@ class GroupCoordinator:
 
     def _reload(self, shard: Shard) -> None:
         """Forget a shard whose memory may differ from its log; load it again."""
+        self._fail_waiters(shard)
         if self.shards.get(shard.partition) is not shard:
             return
         fresh = self.shards[shard.partition] = Shard(shard.partition, shard.leader_epoch)
@@ -184,7 +196,7 @@ class GroupCoordinator:
             logger.error("__consumer_offsets-%d is not hosted here; cannot load", shard.partition)
             return
         records = await asyncio.to_thread(read_records, p)
-        state = load_records(records, now_ms())
+        state = load_records(records, now_ms(), classic_config=self.classic_config)
         shard.groups = state.groups
         shard.offsets = OffsetStore(state.offsets)
         shard.written = {gid: group_records(g) for gid, g in state.groups.items()}
@@ -255,8 +267,9 @@ class GroupCoordinator:
         self, shard: Shard, gid: str, extra: Iterable[tuple[bytes, bytes | None]] = ()
     ) -> None:
         """Append the group's changed records (and ``extra``) with acks=all; call under the
-        shard's lock, after applying the change in memory."""
-        group = shard.groups.get(gid)
+        shard's lock, after applying the change in memory. Then answers the parked requests
+        a classic group's change completed (only once their outcome is durable)."""
+        group = current = shard.groups.get(gid)
         if group is not None and group.is_empty and not shard.offsets.fetch(gid):
             # an empty group with no committed offsets is gone (Kafka expires it)
             del shard.groups[gid]
@@ -281,6 +294,8 @@ class GroupCoordinator:
             shard.written.pop(gid, None)
         else:
             shard.written[gid] = after
+        if isinstance(current, ClassicGroup):
+            self._resolve(shard, gid, current.drain())
         for callback in self.on_change:
             callback(gid)
 
@@ -305,6 +320,14 @@ class GroupCoordinator:
         shard = await self.shard_for(qualified)
         async with shard.lock:
             group = shard.groups.get(qualified)
+            if isinstance(group, ClassicGroup):
+                if not group.is_empty:
+                    raise ClassicGroupError(
+                        "INCONSISTENT_GROUP_PROTOCOL",
+                        "this group id is in use by a classic group with members; "
+                        "use another group id",
+                    )
+                group = None  # an empty classic group: the consumer protocol takes it over
             if group is None:
                 if member_epoch != 0:
                     from brokernodes.groups import UnknownMemberIdError
@@ -351,20 +374,39 @@ class GroupCoordinator:
         member_epoch: int,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         log_end_offsets: Mapping[TopicPartition, int] | None,
+        *,
+        instance_id: str | None = None,
     ) -> None:
         """OffsetCommit, fenced by member epoch (a zombie gets STALE_MEMBER_EPOCH or
-        UNKNOWN_MEMBER_ID)."""
+        UNKNOWN_MEMBER_ID); for a classic group ``member_epoch`` is the generation
+        (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID as Kafka's)."""
         shard = await self.shard_for(qualified)
         async with shard.lock:
             group = shard.groups.get(qualified)
-            validate_commit(
-                group,
-                member_id,
-                member_epoch,
-                offsets,
-                group_id=unqualify(qualified)[1],
-                log_end_offsets=log_end_offsets,
-            )
+            name = unqualify(qualified)[1]
+            if isinstance(group, ClassicGroup):
+                group.validate_offset_commit(member_id, member_epoch, instance_id)
+                member = bool(member_id) or member_epoch >= 0
+                if member and log_end_offsets is not None:
+                    # a member's commit is not checked against the end (validate_commit's
+                    # rule); its partitions must still be known
+                    log_end_offsets = {
+                        tp: max(end, offsets[tp].offset) if tp in offsets else end
+                        for tp, end in log_end_offsets.items()
+                    }
+                validate_commit(
+                    None, None, -1, offsets, group_id=name, log_end_offsets=log_end_offsets
+                )
+                group.touch(member_id, now_ms())
+            else:
+                validate_commit(
+                    group,
+                    member_id,
+                    member_epoch,
+                    offsets,
+                    group_id=name,
+                    log_end_offsets=log_end_offsets,
+                )
             records = shard.offsets.commit(qualified, offsets)
             await self._persist(shard, qualified, records)
 
@@ -452,9 +494,13 @@ class GroupCoordinator:
                         continue
                     try:
                         async with shard.lock:
+                            if shard.groups.get(gid) is not group:
+                                continue
                             fenced = group.expire(now_ms())
                             if fenced:
                                 logger.info("group %s: session expired for %s", gid, fenced)
+                            if fenced or isinstance(group, ClassicGroup):
+                                # a classic group's join or sync phase may have ended too
                                 await self._persist(shard, gid)
                     except asyncio.CancelledError:
                         raise

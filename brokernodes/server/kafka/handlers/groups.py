@@ -21,6 +21,7 @@ from brokernodes.server.coordinator.service import GroupService
 from brokernodes.server.http.log_offsets import log_offsets
 from brokernodes.server.kafka import group_messages as gm
 from brokernodes.server.kafka.context import Handler, KafkaContext
+from brokernodes.server.kafka.handlers import classic_groups
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
 from brokernodes.server.protocol.kafka.frames import RequestHeader
@@ -245,4 +246,5 @@ HANDLERS: dict[int, Handler] = {
     apis.LIST_GROUPS: list_groups,
     apis.DELETE_GROUPS: delete_groups,
     apis.OFFSET_DELETE: offset_delete,
+    **classic_groups.HANDLERS,
 }
