@@ -272,9 +272,12 @@ class ReplicaManager:
         replica_id: int | None = None,
         current_leader_epoch: int = -1,
         broker_epoch: int = -1,
+        min_one_batch: bool = True,
     ) -> FetchData:
         """Read whole batches from ``offset``; long-poll up to ``max_wait_ms`` for
         ``min_bytes``. Raises OFFSET_OUT_OF_RANGE with the log's bounds attached.
+        ``min_one_batch`` (consumers): the first batch even if over ``max_bytes`` (a Kafka
+        fetch of several partitions grants it to the first partition with data only).
 
         A replica fetch (``replica_id``) is validated and recorded first (its offset is the
         follower's log end offset: HW and ISR follow), reads past the HW and long-polls on
@@ -295,7 +298,7 @@ class ReplicaManager:
                     return data
         while True:
             try:
-                data = p.read(offset, max_bytes, replica_id=replica_id)
+                data = p.read(offset, max_bytes, min_one_batch=min_one_batch)
             except OffsetOutOfRangeError as e:
                 e.details = {  # type: ignore[attr-defined]
                     "log_start_offset": p.log.log_start_offset,

@@ -711,10 +711,18 @@ class Partition:
 
     # --- read --------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, *, replica_id: int | None = None) -> FetchData:
-        """Whole batches from ``offset``: consumers up to the HW, replicas to the log end."""
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        replica_id: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FetchData:
+        """Whole batches from ``offset``: consumers up to the HW, replicas to the log end
+        (``min_one_batch``: the first batch even if over ``max_bytes``, KIP-74)."""
         max_offset = None if replica_id is not None else self.log.high_watermark
-        return self.log.read(offset, max_bytes, max_offset=max_offset)
+        return self.log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
 
     def read_tail(self, offset: int, max_bytes: int) -> bytes | None:
         """A consumer's read at the log end from memory (``PartitionLog.read_tail``): the

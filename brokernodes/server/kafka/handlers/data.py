@@ -4,9 +4,11 @@ OffsetForLeaderEpoch, InitProducerId), one module per family, merged here."""
 from __future__ import annotations
 
 from brokernodes.server.kafka.context import Handler
-from brokernodes.server.kafka.handlers import metadata, produce
+from brokernodes.server.kafka.handlers import fetch, metadata, offsets, produce
 
 HANDLERS: dict[int, Handler] = {
     **metadata.HANDLERS,
+    **fetch.HANDLERS,
+    **offsets.HANDLERS,
     **produce.HANDLERS,
 }

@@ -110,11 +110,20 @@ def error_topic(error: int, name: str | None, topic_id: bytes | None = None) -> 
     return entry
 
 
+_BY_ID: list = [None, {}]  # [the image, its topics by 16-byte id]: the last image asked
+
+
+def topics_by_id(image: ClusterMetadata) -> dict[bytes, TopicInfo]:
+    """The image's topics by protocol topic id (computed once per image)."""
+    cached_image, by_id = _BY_ID
+    if cached_image is not image:
+        by_id = {uuid_bytes(t.topic_id): t for t in image.topics.values() if t.topic_id}
+        _BY_ID[:] = [image, by_id]
+    return by_id
+
+
 def find_by_id(image: ClusterMetadata, topic_id: bytes) -> TopicInfo | None:
-    for topic in image.topics.values():
-        if uuid_bytes(topic.topic_id) == topic_id:
-            return topic
-    return None
+    return topics_by_id(image).get(topic_id)
 
 
 def requested_names(version: int, topics: list | None) -> list[dict] | None:

@@ -1,0 +1,322 @@
+"""Fetch (v4-17) for consumers: whole batches below the high watermark, sent with
+``sendfile`` straight from the segment files.
+
+Each partition is read through ``ReplicaManager.fetch`` as the binary HTTP fetch reads it;
+the long poll spans every requested partition: the answer goes out once ``min_bytes`` are
+readable, a partition answers an error, or ``max_wait_ms`` passed (capped by the broker's
+``max_wait_ms``). ``max_bytes`` bounds the whole answer and ``partition_max_bytes`` each
+partition, except that the first partition with data returns at least one whole batch
+(KIP-74). Records are ``FileRecords`` (open segment slices) the connection sends with
+``sendfile`` and then closes.
+
+Not supported: fetch sessions (KIP-227; every answer has session id 0, which clients take
+as "sessionless": they keep sending full fetches; an incremental fetch of a session answers
+FETCH_SESSION_ID_NOT_FOUND), replica fetches over the Kafka protocol (brokers replicate over
+HTTP), transactions (read_committed reads up to the last stable offset, which equals the
+high watermark since no transaction is ever open; no aborted transactions), and reading
+from followers (KIP-392: the preferred read replica is always -1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from brokernodes.errors import KafkaStorageError, OffsetOutOfRangeError, SluiceError
+from brokernodes.server.http.sendfile import close_slices, open_slices
+from brokernodes.server.kafka.context import FileRecords, Handler, KafkaContext
+from brokernodes.server.kafka.handlers.metadata import INTERNAL_TOPICS, topics_by_id
+from brokernodes.server.protocol.kafka import apis
+from brokernodes.server.protocol.kafka import errors as kerr
+
+if TYPE_CHECKING:
+    from brokernodes.server.protocol.kafka.frames import RequestHeader
+    from brokernodes.server.replica.partition import Partition
+    from brokernodes.storage.log import FetchData
+
+logger = logging.getLogger("sluice.kafka")
+
+READ_COMMITTED = 1
+
+
+def epoch_error(current_leader_epoch: int, leader_epoch: int) -> int:
+    """KIP-320 fencing of a client's view of the leader epoch (-1: not checked)."""
+    if current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
+        return kerr.NONE
+    if current_leader_epoch < leader_epoch:
+        return kerr.FENCED_LEADER_EPOCH
+    return kerr.UNKNOWN_LEADER_EPOCH
+
+
+@dataclass(slots=True)
+class PartitionRead:
+    """One requested partition through the fetch: its request, then what was read."""
+
+    topic: str | None
+    index: int
+    offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    partition: Partition | None = None
+    error: int = kerr.NONE
+    data: FetchData | None = None
+    diverging: tuple[int, int] | None = None  # (epoch, end offset) of a diverged log
+    bounds: tuple[int, int] = (-1, -1)  # (high watermark, log start) for an error answer
+    files: list = field(default_factory=list)
+
+
+def diverging_epoch(p: Partition, last_fetched_epoch: int, offset: int) -> tuple[int, int] | None:
+    """KIP-320 for a fetcher naming the epoch of its last batch (v12+): where its log
+    diverged from this one, or None when it did not."""
+    if last_fetched_epoch < 0:
+        return None
+    log = p.log
+    epoch, end = log.leader_epoch_cache.end_offset_for(last_fetched_epoch, log.log_end_offset)
+    if epoch != last_fetched_epoch or end < offset:
+        return epoch, end
+    return None
+
+
+class FetchPlan:
+    """The partitions of one Fetch request and the reads that answer it."""
+
+    def __init__(self, ctx: KafkaContext, reads: list[PartitionRead], max_bytes: int) -> None:
+        self.ctx = ctx
+        self.reads = reads
+        self.max_bytes = max_bytes
+        # a partition answered an error while being found or read: answer at once (as
+        # Kafka does; authorization and unknown topic ids do not end the long poll)
+        self.failed = False
+
+    def resolve(self) -> None:
+        """Find each partition's leader replica here and check the client's epoch."""
+        replicas = self.ctx.broker.replicas
+        for r in self.reads:
+            if r.error != kerr.NONE:
+                continue
+            try:
+                p = replicas.get_partition(r.topic, r.index)  # type: ignore[arg-type]
+            except SluiceError as e:
+                r.error = kerr.kafka_code(e)
+                self.failed = True
+                continue
+            r.partition = p
+            r.error = epoch_error(r.current_leader_epoch, p.leader_epoch)
+            if r.error == kerr.NONE:
+                r.diverging = diverging_epoch(p, r.last_fetched_epoch, r.offset)
+            self.failed |= r.error != kerr.NONE or r.diverging is not None
+
+    async def read_all(self) -> int:
+        """Read every readable partition within the byte limits; the bytes read."""
+        replicas = self.ctx.broker.replicas
+        remaining = self.max_bytes
+        first = True
+        total = 0
+        for r in self.reads:
+            if r.error != kerr.NONE or r.diverging is not None:
+                continue
+            r.data = None
+            try:
+                data = await replicas.fetch(
+                    r.topic,  # type: ignore[arg-type]
+                    r.index,
+                    r.offset,
+                    max_bytes=max(0, min(r.max_bytes, remaining)),
+                    min_bytes=0,
+                    min_one_batch=first,
+                )
+            except OffsetOutOfRangeError:
+                r.error = kerr.OFFSET_OUT_OF_RANGE
+                self.failed = True
+                if r.partition is not None:  # the bounds tell the client where to reset
+                    log = r.partition.log
+                    r.bounds = (log.high_watermark, log.log_start_offset)
+                continue
+            except SluiceError as e:
+                r.error = kerr.kafka_code(e)
+                self.failed = True
+                continue
+            r.data = data
+            size = data.size
+            if size:
+                first = False
+                remaining -= size
+                total += size
+        return total
+
+    async def wait(self, timeout: float) -> None:
+        """Until new data is readable in any partition read, or ``timeout``."""
+        waiting = [r.partition for r in self.reads if r.partition is not None and r.error == 0]
+        if not waiting:
+            await asyncio.sleep(timeout)
+            return
+        if len(waiting) == 1:
+            await waiting[0].wait_for_data(timeout)
+            return
+        tasks = [asyncio.ensure_future(p.wait_for_data(timeout)) for p in waiting]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+
+    async def open_files(self) -> None:
+        """Open each partition's slices (a file that vanished under retention or
+        compaction means one more read of that partition)."""
+        replicas = self.ctx.broker.replicas
+        for r in self.reads:
+            data = r.data
+            if data is None or not data.size:
+                continue
+            opened = open_slices(data.slices)
+            if opened is None:
+                try:
+                    data = r.data = await replicas.fetch(
+                        r.topic,  # type: ignore[arg-type]
+                        r.index,
+                        r.offset,
+                        max_bytes=data.size,
+                        min_bytes=0,
+                        min_one_batch=False,
+                    )
+                except SluiceError as e:
+                    r.error, r.data = kerr.kafka_code(e), None
+                    continue
+                opened = open_slices(data.slices)
+            if opened is None:
+                r.error, r.data = kerr.kafka_code(KafkaStorageError("")), None
+                continue
+            records = FileRecords(opened, sum(s.length for s in opened))
+            self.ctx.open_files.append(records)  # the connection closes them
+            r.files.append(records)
+
+
+def partition_answer(r: PartitionRead, read_committed: bool) -> dict:
+    answer: dict = {
+        "partition_index": r.index,
+        "error_code": r.error,
+        "aborted_transactions": [] if read_committed else None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }
+    data = r.data
+    if data is not None and r.error == kerr.NONE:
+        # no transactions: the last stable offset is the high watermark
+        answer["high_watermark"] = answer["last_stable_offset"] = data.high_watermark
+        answer["log_start_offset"] = data.log_start_offset
+        if r.files:
+            answer["records"] = r.files[0]
+        return answer
+    hw, start = r.bounds
+    if r.diverging is not None and r.partition is not None:
+        log = r.partition.log
+        hw, start = log.high_watermark, log.log_start_offset
+        answer["diverging_epoch"] = {"epoch": r.diverging[0], "end_offset": r.diverging[1]}
+    answer["high_watermark"] = answer["last_stable_offset"] = hw
+    answer["log_start_offset"] = start
+    return answer
+
+
+def plan_reads(ctx: KafkaContext, version: int, request: dict) -> tuple[list, list]:
+    """(per topic (answer, its reads), every read) with authorization and topic-id errors."""
+    image = ctx.broker.image
+    by_id = topics_by_id(image) if version >= 13 else {}
+    topics, reads = [], []
+    authorized: dict[str, int] = {}
+    for t in request["topics"]:
+        error, name = kerr.NONE, t.get("topic")
+        if version >= 13:
+            info = by_id.get(t["topic_id"])
+            name = info.name if info is not None else None
+            if name is None or name in INTERNAL_TOPICS:
+                error = kerr.UNKNOWN_TOPIC_ID
+        if error == kerr.NONE:
+            error = authorized.get(name)  # type: ignore[arg-type]
+            if error is None:
+                try:
+                    ctx.authorize("READ", "topic", name)  # type: ignore[arg-type]
+                    error = kerr.NONE
+                except SluiceError as e:
+                    error = kerr.kafka_code(e)
+                authorized[name] = error  # type: ignore[index]
+        if error == kerr.NONE and name in INTERNAL_TOPICS:
+            error = kerr.UNKNOWN_TOPIC_OR_PARTITION
+        own = [
+            PartitionRead(
+                name,
+                p["partition"],
+                p["fetch_offset"],
+                max(0, p["partition_max_bytes"]),
+                p["current_leader_epoch"],
+                p["last_fetched_epoch"],
+                error=error,
+            )
+            for p in t["partitions"]
+        ]
+        topics.append((t, own))
+        reads.extend(own)
+    return topics, reads
+
+
+async def fetch(ctx: KafkaContext, header: RequestHeader, request: dict) -> dict:
+    version = header.api_version
+    broker = ctx.broker
+    config = broker.config
+    answer = {"throttle_time_ms": 0, "error_code": kerr.NONE, "session_id": 0, "responses": []}
+    principal = ctx.authorize("DESCRIBE", "cluster")  # authenticates, sets the tenant
+    replica = request["replica_state"]["replica_id"] if version >= 15 else request["replica_id"]
+    if replica >= 0:
+        return {**answer, "error_code": kerr.CLUSTER_AUTHORIZATION_FAILED}
+    if request["session_epoch"] > 0:  # an incremental fetch in a session never created
+        return {**answer, "error_code": kerr.FETCH_SESSION_ID_NOT_FOUND}
+    read_committed = request["isolation_level"] == READ_COMMITTED
+    topics, reads = plan_reads(ctx, version, request)
+    max_bytes = max(0, min(request["max_bytes"], config.max_fetch_bytes))
+    plan = FetchPlan(ctx, reads, max_bytes)
+    plan.resolve()
+    min_bytes = request["min_bytes"]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, min(request["max_wait_ms"], config.max_wait_ms)) / 1000
+    while True:
+        total = await plan.read_all()
+        remaining = deadline - loop.time()
+        if total >= min_bytes or remaining <= 0 or plan.failed or broker.stopping:
+            break
+        await plan.wait(remaining)
+    await plan.open_files()
+    try:
+        responses, sent = topic_answers(ctx, version, topics, read_committed)
+        throttle = broker.quotas.fetch(principal, sent)  # KIP-219: the connection mutes
+    except BaseException:  # the connection closes open files only once it has an answer
+        for f in ctx.open_files:
+            close_slices(s.fd for s in f.slices)
+        ctx.open_files.clear()
+        raise
+    return {**answer, "throttle_time_ms": throttle, "responses": responses}
+
+
+def topic_answers(
+    ctx: KafkaContext, version: int, topics: list, read_committed: bool
+) -> tuple[list[dict], int]:
+    """Each topic's answer, and the record bytes they carry (counted as bytes out)."""
+    broker = ctx.broker
+    responses = []
+    sent = 0
+    for t, own in topics:
+        topic_bytes = sum(f.length for r in own for f in r.files)
+        sent += topic_bytes
+        if topic_bytes and own[0].topic is not None:
+            broker.metrics.record_out(own[0].topic, topic_bytes)
+        entry: dict = {"partitions": [partition_answer(r, read_committed) for r in own]}
+        if version >= 13:
+            entry["topic_id"] = t["topic_id"]
+        else:
+            entry["topic"] = t["topic"]
+        responses.append(entry)
+    return responses, sent
+
+
+HANDLERS: dict[int, Handler] = {apis.FETCH: fetch}
