@@ -173,15 +173,23 @@ def connection_limits(config: BrokerConfig) -> ConnectionLimits:
 
 
 async def listen(
-    config: BrokerConfig, app: web.Application, runner: web.AppRunner
+    config: BrokerConfig,
+    app: web.Application,
+    runner: web.AppRunner,
+    limits: ConnectionLimits | None = None,
+    pool: UnauthenticatedConnections | None = None,
 ) -> tuple[asyncio.AbstractServer, FastServer | None]:
     """The listening socket: the lean HTTP/1.1 front (``http.fast``) handing other requests
     to aiohttp, or aiohttp alone with ``--http-front aiohttp``; both with the connection
-    limits (``connection_limits``)."""
+    limits (``connection_limits``) and the unauthenticated-connection ``pool`` (shared with
+    the Kafka listener when there is one)."""
     loop = asyncio.get_running_loop()
     assert runner.server is not None
-    limits = connection_limits(config)
-    pool = UnauthenticatedConnections(limits.max_unauthenticated, limits.max_unauthenticated_per_ip)
+    limits = limits or connection_limits(config)
+    if pool is None:
+        pool = UnauthenticatedConnections(
+            limits.max_unauthenticated, limits.max_unauthenticated_per_ip
+        )
     app[BROKER_KEY].connection_quotas.on_admitted = pool.authenticated
     fast = None
     factory = guarded_factory(runner.server, limits, pool)
@@ -236,7 +244,10 @@ async def serve(config: BrokerConfig, extra_routes: Iterable[RouteInstaller] = (
     if isinstance(metadata, ControlPlaneMetadataSource):  # unclean recovery's log reports
         metadata.replica_logs = lambda: offline_replica_logs(broker.replicas.partitions.values())
     metadata.add_listener(broker.replicas.reconcile)
-    kafka = KafkaListener(broker) if config.kafka_port else None
+    limits = connection_limits(config)
+    # one budget of unauthenticated connections for the HTTP fronts and the Kafka listener
+    pool = UnauthenticatedConnections(limits.max_unauthenticated, limits.max_unauthenticated_per_ip)
+    kafka = KafkaListener(broker, pool) if config.kafka_port else None
     metadata.add_listener(revocation_listener(broker, metadata.global_image(), kafka))
     app = build_app(broker, extra_routes)
     runner = web.AppRunner(
@@ -257,10 +268,11 @@ async def serve(config: BrokerConfig, extra_routes: Iterable[RouteInstaller] = (
         lambda: (
             (len(runner.server.connections) if runner.server else 0)
             + (len(fast.connections) if fast is not None else 0)
+            + (len(kafka.connections) if kafka is not None else 0)
         ),
     )
     broker.metrics.registry.register(ReplicationCollector(broker.replicas))
-    listener, fast = await listen(config, app, runner)
+    listener, fast = await listen(config, app, runner, limits, pool)
     if kafka is not None:
         await kafka.start()
     logger.info(

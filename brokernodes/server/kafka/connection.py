@@ -8,6 +8,14 @@ timeout. A handler's ``throttle_time_ms`` mutes the connection for that long aft
 is sent (KIP-219). An API or version Sluice does not speak: ApiVersions gets its v0 answer
 with UNSUPPORTED_VERSION and the supported ranges (so the client can retry), anything else
 closes the connection, as Kafka does, since there is no schema to answer it in.
+
+Deadlines: SASL must finish within the request-head timeout from accept; a connection that
+sends nothing for ``connections_max_idle_s`` is closed; a request body must arrive within
+the body timeout; a size prefix over ``max_request_bytes`` closes the connection before any
+of the body is read; an answer the client does not read for ``SEND_STALL_TIMEOUT_S`` (no
+progress) closes it, so a client that never reads cannot hold a handler or open files.
+Until SASL succeeds the connection counts among the unauthenticated ones (the same pool as
+the HTTP fronts', ``http.connection_limits``), which may evict it.
 """
 
 from __future__ import annotations
@@ -15,10 +23,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from typing import TYPE_CHECKING
 
 from brokernodes.errors import SluiceError, UnauthenticatedError
-from brokernodes.server.http.sendfile import close_slices, send_copy, send_zero_copy
+from brokernodes.server.http.sendfile import (
+    SEND_STALL_TIMEOUT_S,
+    close_slices,
+    send_copy,
+    send_zero_copy,
+)
 from brokernodes.server.kafka.context import FileRecords, KafkaContext
 from brokernodes.server.kafka.handlers import HANDLERS
 from brokernodes.server.kafka.handlers.core import (
@@ -38,6 +52,7 @@ from brokernodes.server.protocol.kafka.frames import (
     parse_request_header,
     response_frame,
 )
+from brokernodes.server.protocol.kafka.schema import snake
 
 if TYPE_CHECKING:
     from brokernodes.server.broker import Broker
@@ -51,7 +66,22 @@ class CloseConnection(Exception):
     """End this connection (after logging ``reason``)."""
 
 
+_ENDPOINTS: dict[int, str] = {}
+
+
+def endpoint(api_key: int) -> str:
+    """The ``sluice_request_seconds`` endpoint label of a Kafka API (``kafka_fetch``)."""
+    name = _ENDPOINTS.get(api_key)
+    if name is None:
+        api = apis.apis().get(api_key)
+        name = _ENDPOINTS[api_key] = f"kafka_{snake(api.name) if api else 'unknown'}"
+    return name
+
+
 class KafkaConnection:
+    # a send that makes no progress for this long closes the connection (tests shorten it)
+    send_stall_timeout_s = SEND_STALL_TIMEOUT_S
+
     def __init__(
         self,
         listener: KafkaListener,
@@ -73,6 +103,7 @@ class KafkaConnection:
         )
         self._raw_sasl = False  # SaslHandshake v0: the next frame is a bare PLAIN token
         self.busy = False  # between reading a request and writing its answer
+        self.task: asyncio.Task | None = None  # the task running ``run`` (the listener's)
 
     @property
     def key_id(self) -> str | None:
@@ -82,6 +113,12 @@ class KafkaConnection:
     def close(self) -> None:
         self.writer.transport.abort()
 
+    def evict(self) -> None:
+        """Over the unauthenticated-connection caps: Kafka has no answer for that, so the
+        connection just closes (clients reconnect)."""
+        logger.debug("closing Kafka connection from %s: too many unauthenticated", self.peer)
+        self.close()
+
     async def run(self) -> None:
         config = self.broker.config
         try:
@@ -89,6 +126,9 @@ class KafkaConnection:
                 while not self.ctx.authenticated:
                     await self._one_request()
                 deadline.reschedule(None)
+            # no longer among the unauthenticated (``authorize`` reports it too, when the
+            # broker's connection quotas are wired to the pool)
+            self.listener.pool.authenticated(self.writer.transport)
             while not self.broker.stopping:
                 await self._one_request()
         except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
@@ -119,11 +159,15 @@ class KafkaConnection:
         frame = await self._read_frame()
         self.busy = True
         try:
-            await self._answer(frame)
+            throttle_ms = await self._answer(frame)
         finally:
             self.busy = False
+        if throttle_ms > 0:
+            # KIP-219: the client has been told; read nothing more for that long (bounded)
+            await asyncio.sleep(min(throttle_ms / 1000, self.broker.config.connections_max_idle_s))
 
-    async def _answer(self, frame: bytes) -> None:
+    async def _answer(self, frame: bytes) -> int:
+        """Answer one request; the throttle time the answer reported (ms)."""
         if self._raw_sasl:  # SaslHandshake v0's bare token, answered with a bare frame
             self._raw_sasl = False
             try:
@@ -131,11 +175,11 @@ class KafkaConnection:
             except (SluiceError, ValueError) as e:
                 raise CloseConnection(f"SASL authentication failed: {e}") from None
             await self._send([_SIZE.pack(0)])
-            return
+            return 0
         header = parse_request_header(frame)
         if not header.supported:
             await self._unsupported(header)
-            return
+            return 0
         if not self.ctx.authenticated and header.api_key not in PRE_AUTH:
             raise CloseConnection(
                 f"API key {header.api_key} before SASL authentication; configure "
@@ -144,6 +188,7 @@ class KafkaConnection:
         self.ctx.client_id = header.client_id
         request = decode_request(header, frame)
         handler = HANDLERS[header.api_key]
+        started = time.perf_counter()
         try:
             body = await handler(self.ctx, header, request)
         except AuthenticationFailed as e:
@@ -159,11 +204,10 @@ class KafkaConnection:
         finally:
             for f in files:
                 close_slices([s.fd for s in f.slices])
+        self.listener.observe(header.api_key, time.perf_counter() - started)
         if header.api_key == apis.SASL_HANDSHAKE and header.api_version == 0:
             self._raw_sasl = body is not None and body.get("error_code") == kerr.NONE
-        throttle = body.get("throttle_time_ms", 0) if body else 0
-        if throttle:
-            await asyncio.sleep(throttle / 1000)  # KIP-219: mute, the client has been told
+        return body.get("throttle_time_ms", 0) if body else 0
 
     async def _unsupported(self, header: RequestHeader) -> None:
         if header.api_key == apis.API_VERSIONS:
@@ -177,22 +221,33 @@ class KafkaConnection:
             "(ApiVersions lists what is)"
         )
 
+    async def _drain(self) -> None:
+        """Wait until the transport's buffer is below its high-water mark; a client that
+        takes nothing for ``send_stall_timeout_s`` is cut off."""
+        try:
+            async with asyncio.timeout(self.send_stall_timeout_s):
+                await self.writer.drain()
+        except TimeoutError:
+            raise CloseConnection(
+                f"the client read nothing of its answer for {self.send_stall_timeout_s:g} s"
+            ) from None
+
     async def _send(self, chunks: list) -> None:
         writer = self.writer
         for chunk in chunks:
             if isinstance(chunk, FileRecords):
                 if not chunk.length:
                     continue
-                await writer.drain()
+                await self._drain()
                 if self.ctx.tls or self.broker.config.fetch_path != "sendfile":
 
                     async def write(data: bytes) -> None:
                         writer.write(data)
-                        await writer.drain()
+                        await self._drain()
 
                     await send_copy(write, chunk.slices)
-                else:
+                else:  # stall-bounded by sendfile.SEND_STALL_TIMEOUT_S
                     await send_zero_copy(writer.transport, chunk.slices)
             else:
                 writer.write(chunk)
-        await writer.drain()
+        await self._drain()

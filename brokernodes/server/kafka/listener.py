@@ -1,34 +1,78 @@
 """The Kafka listener: accepts TCP (or TLS) connections and runs each as a
 :class:`~.connection.KafkaConnection`. It knows the open connections by API key, so a revoked
-key's connections close at once (as its WebSocket streams do)."""
+key's connections close at once (as its WebSocket streams do).
+
+Connections that have not finished SASL count among the broker's unauthenticated
+connections, in the pool the HTTP fronts use (``http.connection_limits``), so one budget per
+client address and in total covers both fronts; over it the oldest is evicted (closed). A
+TLS handshake must finish within the request-head timeout. Metrics: Kafka requests in
+``sluice_request_seconds`` by endpoint ``kafka_<api>``, open connections in
+``sluice_kafka_connections``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import resource
 import ssl
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from brokernodes.server.kafka.connection import KafkaConnection
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from brokernodes.server.http.connection_limits import UnauthenticatedConnections, limits_for
+from brokernodes.server.kafka.connection import KafkaConnection, endpoint
 
 if TYPE_CHECKING:
     from brokernodes.server.broker import Broker
 
 logger = logging.getLogger("sluice.kafka")
 
-# connections not yet authenticated, at most (each must finish SASL within the head timeout)
-MAX_UNAUTHENTICATED = 1024
+
+def default_pool(broker: Broker) -> UnauthenticatedConnections:
+    """The caps ``server.main`` derives, for a listener started without the shared pool."""
+    config = broker.config
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limits = limits_for(
+        soft if soft != resource.RLIM_INFINITY else 65536,
+        request_head_timeout_s=config.request_head_timeout_s,
+        body_timeout_s=config.body_timeout_s,
+        idle_timeout_s=config.connections_max_idle_s,
+        max_unauthenticated=config.max_unauthenticated_connections,
+        max_unauthenticated_per_ip=config.max_unauthenticated_connections_per_ip,
+    )
+    return UnauthenticatedConnections(limits.max_unauthenticated, limits.max_unauthenticated_per_ip)
+
+
+class _ConnectionsCollector(Collector):
+    def __init__(self, listener: KafkaListener) -> None:
+        self._listener = listener
+
+    def collect(self):
+        connections = self._listener.connections
+        gauge = GaugeMetricFamily(
+            "sluice_kafka_connections",
+            "Open Kafka-protocol connections, by whether SASL has succeeded",
+            labels=["authenticated"],
+        )
+        authenticated = sum(1 for c in connections if c.ctx.authenticated)
+        gauge.add_metric(["true"], authenticated)
+        gauge.add_metric(["false"], len(connections) - authenticated)
+        yield gauge
 
 
 class KafkaListener:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, pool: UnauthenticatedConnections | None = None) -> None:
         self.broker = broker
         self.config = broker.config
+        self.pool = pool if pool is not None else default_pool(broker)
         self.connections: set[KafkaConnection] = set()
         self._tasks: set[asyncio.Task] = set()
         self._server: asyncio.AbstractServer | None = None
+        self._latency: dict[int, object] = {}
 
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.config.kafka_tls_cert:
@@ -41,38 +85,62 @@ class KafkaListener:
     def security_protocol(self) -> str:
         return "SASL_SSL" if self.config.kafka_tls_cert else "SASL_PLAINTEXT"
 
+    @property
+    def port(self) -> int:
+        """The bound port (``kafka_port`` 0 picks a free one)."""
+        assert self._server is not None and self._server.sockets
+        return self._server.sockets[0].getsockname()[1]
+
     async def start(self) -> None:
-        assert self.config.kafka_port
+        assert self.config.kafka_port is not None
+        context = self.ssl_context()
         self._server = await asyncio.start_server(
             self._accept,
             self.config.host,
             self.config.kafka_port,
-            ssl=self.ssl_context(),
+            ssl=context,
+            ssl_handshake_timeout=self.config.request_head_timeout_s if context else None,
             reuse_address=True,
             backlog=1024,
             limit=1 << 20,
         )
+        with contextlib.suppress(ValueError):  # a listener restarted on the same broker
+            self.broker.metrics.registry.register(_ConnectionsCollector(self))
         logger.info(
             "Kafka listener on %s:%d (%s, advertised as %s)",
             self.config.host,
-            self.config.kafka_port,
+            self.port,
             self.security_protocol,
             self.config.kafka_advertised,
         )
 
+    def observe(self, api_key: int, seconds: float) -> None:
+        """One answered request of ``api_key`` (``sluice_request_seconds``)."""
+        child = self._latency.get(api_key)
+        if child is None:
+            child = self._latency[api_key] = self.broker.metrics.request_seconds.labels(
+                endpoint(api_key)
+            )
+        child.observe(seconds)  # type: ignore[attr-defined]
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        unauthenticated = sum(1 for c in self.connections if not c.ctx.authenticated)
-        if unauthenticated >= MAX_UNAUTHENTICATED or self.broker.stopping:
+        if self.broker.stopping:
             writer.transport.abort()
             return
         connection = KafkaConnection(self, self.broker, reader, writer)
+        transport = writer.transport
         self.connections.add(connection)
-        task = asyncio.current_task()
+        self.pool.track(transport, connection.peer, connection.evict)
+        task = connection.task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
         try:
             await connection.run()
+        except asyncio.CancelledError:
+            pass  # cut off by ``close``: the task ends here (asyncio's stream server
+            # would log a cancelled connection task as an error)
         finally:
+            self.pool.forget(transport)
             self.connections.discard(connection)
             if task is not None:
                 self._tasks.discard(task)
@@ -96,8 +164,10 @@ class KafkaListener:
         if self._server is not None:
             self._server.close()
         for c in list(self.connections):
-            if not c.busy:
+            if not c.busy:  # idle, or muted after a throttled answer: nothing to finish
                 c.close()
+                if c.task is not None:
+                    c.task.cancel()
         tasks = list(self._tasks)
         if tasks:
             with contextlib.suppress(TimeoutError):
