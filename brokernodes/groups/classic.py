@@ -67,7 +67,10 @@ class ClassicConfig:
     max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
     max_size: int = 1_000  # group.max.size: members and pending members
     max_rebalance_timeout_ms: int = 1_800_000
-    max_metadata_bytes: int = 1 << 20  # one member's protocols' metadata together
+    max_metadata_bytes: int = 256 * 1024  # one member's protocols' metadata together
+    # the persisted generation (members' metadata and assignments) must fit one
+    # __consumer_offsets record under max.message.bytes (1 MiB) after base64
+    max_group_bytes: int = 512 * 1024
     max_protocols: int = 64
 
 
@@ -570,11 +573,24 @@ class ClassicGroup:
             return self._sync_response(member)
         if self.state is not ClassicState.COMPLETING_REBALANCE:
             raise _err("UNKNOWN_MEMBER_ID", f"member {member_id!r} is not in the group")
-        member.awaiting_sync = True
+        given: dict[str, bytes] = {}
         if member_id == self.leader_id:
-            given: dict[str, bytes] = {}
             for mid, data in assignments:
                 given[mid] = bytes(data or b"")
+            size = sum(
+                len(m.metadata(self.protocol_name)) + len(given.get(m.member_id, b""))
+                for m in self.members.values()
+            )
+            if size > self.config.max_group_bytes:
+                # it could not be stored: the generation fails, everyone rejoins
+                self._prepare_rebalance(now_ms)
+                raise _err(
+                    "UNKNOWN_SERVER_ERROR",
+                    f"the group's metadata and assignments take {size} bytes, over the "
+                    f"{self.config.max_group_bytes} a group may store",
+                )
+        member.awaiting_sync = True
+        if member_id == self.leader_id:
             for m in self.members.values():
                 m.assignment = given.get(m.member_id, b"")
             self.state = ClassicState.STABLE

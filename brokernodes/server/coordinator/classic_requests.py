@@ -16,6 +16,7 @@ committed offsets left) is taken over by whichever protocol joins it next, keepi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -79,6 +80,16 @@ class ClassicGroupRequests:
             shard.waiters.pop((gid, parked.member_id, parked.kind), None)
             return _error_answer(parked.kind, parked.member_id, "REBALANCE_IN_PROGRESS")
 
+    @contextlib.contextmanager
+    def _answering(self, shard: Shard, gid: str, group: ClassicGroup):
+        """A refused request may still have answered parked ones (a failed generation tells
+        them to rejoin); nothing durable changed then, so they are answered at once."""
+        try:
+            yield
+        except ClassicGroupError:
+            self._resolve(shard, gid, group.drain())
+            raise
+
     def _classic(self, shard: Shard, gid: str) -> ClassicGroup:
         group = shard.groups.get(gid)
         if group is None:
@@ -119,19 +130,20 @@ class ClassicGroupRequests:
                     )
                 group = ClassicGroup(qualified, self.classic_config)
             assert isinstance(group, ClassicGroup)
-            result = group.join(
-                now_ms(),
-                member_id=member_id,
-                protocol_type=protocol_type,
-                protocols=protocols,
-                session_timeout_ms=session_timeout_ms,
-                rebalance_timeout_ms=rebalance_timeout_ms,
-                instance_id=instance_id,
-                client_id=client_id,
-                client_host=client_host,
-                require_known_member_id=require_known_member_id,
-                supports_skip_assignment=supports_skip_assignment,
-            )
+            with self._answering(shard, qualified, group):
+                result = group.join(
+                    now_ms(),
+                    member_id=member_id,
+                    protocol_type=protocol_type,
+                    protocols=protocols,
+                    session_timeout_ms=session_timeout_ms,
+                    rebalance_timeout_ms=rebalance_timeout_ms,
+                    instance_id=instance_id,
+                    client_id=client_id,
+                    client_host=client_host,
+                    require_known_member_id=require_known_member_id,
+                    supports_skip_assignment=supports_skip_assignment,
+                )
             if group is not before:
                 shard.groups[qualified] = group
             future = self._park(shard, qualified, result) if isinstance(result, Parked) else None
@@ -155,15 +167,16 @@ class ClassicGroupRequests:
         shard = await self.shard_for(qualified)
         async with shard.lock:
             group = self._classic(shard, qualified)
-            result = group.sync(
-                now_ms(),
-                member_id=member_id,
-                generation_id=generation_id,
-                assignments=assignments,
-                instance_id=instance_id,
-                protocol_type=protocol_type,
-                protocol_name=protocol_name,
-            )
+            with self._answering(shard, qualified, group):
+                result = group.sync(
+                    now_ms(),
+                    member_id=member_id,
+                    generation_id=generation_id,
+                    assignments=assignments,
+                    instance_id=instance_id,
+                    protocol_type=protocol_type,
+                    protocol_name=protocol_name,
+                )
             future = self._park(shard, qualified, result) if isinstance(result, Parked) else None
             await self._persist(shard, qualified)
         if future is None:
