@@ -159,6 +159,63 @@ def read_to_end(
         consumer.close()
 
 
+class KafkaTailReader:
+    """A librdkafka consumer assigned every partition from the beginning (no group),
+    tailing them while the faults run; every read goes into ``history.read`` (a read the
+    final log holds differently, or above the high watermark and then gone, is divergent).
+    After a leader change librdkafka validates its positions with OffsetForLeaderEpoch."""
+
+    def __init__(self, history: History, config: dict, topic: str, partitions: int) -> None:
+        self.history = history
+        self.errors: Counter[str] = Counter()
+        self.reads = 0
+        self.consumer = Consumer(
+            {
+                **config,
+                "group.id": f"tail-{topic}",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 100,
+                "error_cb": self._error,
+            }
+        )
+        self.consumer.assign(
+            [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+        )
+        self.fatal: list[str] = []
+        self._stop = threading.Event()
+        self._worker = Worker(f"kafka-tail-{topic}", self._run)
+
+    def _error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self.fatal.append(str(error))
+        else:
+            self.errors[error.name()] += 1
+
+    def start(self) -> KafkaTailReader:
+        self._worker.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set() and not self.fatal:
+            for msg in self.consumer.consume(200, 0.2):
+                if msg.error() is not None:
+                    if msg.error().fatal():
+                        raise KafkaException(msg.error())
+                    self.errors[msg.error().name()] += 1
+                    continue
+                self.history.read(msg.partition(), msg.offset(), msg.value().decode())
+                self.reads += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        try:
+            self._worker.join(15)
+        finally:
+            self.consumer.close()
+        if self.fatal:
+            raise AssertionError(f"librdkafka's consumer failed: {self.fatal}")
+
+
 def group_coordinator(config: dict, group_id: str) -> int:
     """The broker id coordinating ``group_id``, as DescribeGroups names it."""
     admin = AdminClient(config)
@@ -198,6 +255,7 @@ class KafkaGroupReader:
         self.moved_back: list[tuple[int, int, int]] = []  # (partition, committed, floor)
         self.commits = 0
         self.lookups = 0
+        self.reprocessed = 0  # records processed again (after a rebalance: at least once)
         self.fatal: list[str] = []
         self.running = True
         self._stop = threading.Event()
@@ -235,6 +293,8 @@ class KafkaGroupReader:
                 continue
             p, offset = msg.partition(), msg.offset()
             self.history.read(p, offset, msg.value().decode())
+            if offset in self.offsets_read[p]:
+                self.reprocessed += 1
             self.offsets_read[p].add(offset)
             self.processed[p] = max(self.processed.get(p, 0), offset + 1)
             touched.add(p)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import KafkaException
 
 from tests.faults.cluster import FAULT_ENV, FaultTopic
 from tests.faults.conftest import long_run
@@ -25,6 +26,7 @@ from tests.faults.kafka_cluster import KafkaFaultCluster
 from tests.faults.kafka_load import (
     KafkaGroupReader,
     KafkaLoadProducer,
+    KafkaTailReader,
     group_coordinator,
     read_to_end,
 )
@@ -59,7 +61,9 @@ class KafkaRun:
     group member consuming it); ``finish`` heals, stops the load, reads every partition to
     its end over Kafka, reads every replica raw and checks."""
 
-    def __init__(self, cluster: KafkaFaultCluster, name: str, *, group: bool = False) -> None:
+    def __init__(
+        self, cluster: KafkaFaultCluster, name: str, *, group: bool = False, tail: bool = False
+    ) -> None:
         self.cluster = cluster
         self.topic: FaultTopic = cluster.create_topic(name, PARTITIONS)
         self.history = History(name)
@@ -67,6 +71,9 @@ class KafkaRun:
         self.producer = KafkaLoadProducer(
             self.history, self.config, name, rate=RATE, prefix=name
         ).start()
+        self.tail = (
+            KafkaTailReader(self.history, self.config, name, PARTITIONS).start() if tail else None
+        )
         self.group = (
             KafkaGroupReader(self.history, self.config, name, f"faults-{name}").start()
             if group
@@ -85,6 +92,11 @@ class KafkaRun:
             self.producer.stop(60)
         except AssertionError as e:
             errors.append(e)
+        if self.tail is not None:
+            try:
+                self.tail.stop()
+            except AssertionError as e:
+                errors.append(e)
         read_to_end(self.history, self.config, self.topic.name, self.topic.partitions)
         if self.group is not None:
             try:
@@ -129,13 +141,21 @@ class KafkaRun:
             assert final == by_seq, f"partition {p}: offsets differ from the delivery reports"
 
 
+def coordinator_of(run: KafkaRun, group_id: str) -> int | None:
+    """The group's coordinator now; None while no broker answers for it."""
+    try:
+        return group_coordinator(run.config, group_id)
+    except KafkaException:
+        return None
+
+
 def test_leader_killed_under_idempotent_producer(cluster: KafkaFaultCluster, report) -> None:
     """kill -9 of a partition's leader under librdkafka's idempotent producer, restarted
     each time (twice shortened, on different partitions; four times at full length): the
     producer rides through (NOT_LEADER_OR_FOLLOWER / broken connections, Metadata, the
     same producer id and sequences to the new leader), nothing is lost, duplicated or
     reordered, and the delivery reports' offsets are where the records are."""
-    run = KafkaRun(cluster, "kafka-kill-leader")
+    run = KafkaRun(cluster, "kafka-kill-leader", tail=True)
     kills = 4 if long_run() else 2
     killed = []
     for i in range(kills):
@@ -155,11 +175,14 @@ def test_leader_killed_under_idempotent_producer(cluster: KafkaFaultCluster, rep
     assert verdict.acknowledged > 0
     run.assert_producer_kept_going(verdict)
     run.assert_every_ack_read_once_in_order()
+    assert run.tail is not None and run.tail.reads > 0, "the tailing consumer read nothing"
     report(
         verdict,
         client="confluent-kafka " + __import__("confluent_kafka").libversion()[0],
         killed=killed,
         librdkafka_errors=dict(run.producer.errors),
+        tail_reads=run.tail.reads if run.tail else 0,
+        tail_errors=dict(run.tail.errors) if run.tail else {},
     )
 
 
@@ -174,7 +197,7 @@ def test_group_coordinator_killed_under_consumer_group(cluster: KafkaFaultCluste
     assert group is not None
     wait_for("the group's first commit", lambda: group.commits > 0, 30)
     kills = 2 if long_run() else 1
-    killed = []
+    killed, moved_to = [], []
     for _ in range(kills):
         time.sleep(PHASE_S)
         cluster.wait_all_isr(run.topic, 3, timeout=30)
@@ -182,6 +205,17 @@ def test_group_coordinator_killed_under_consumer_group(cluster: KafkaFaultCluste
         commits = group.commits
         run.kill(coordinator)
         killed.append(coordinator)
+        # the group's offsets partition gets a new leader: another broker coordinates
+        moved_to.append(
+            wait_for(
+                "another coordinator",
+                lambda old=coordinator: (
+                    coordinator_of(run, group.group_id) not in (None, old)
+                    and coordinator_of(run, group.group_id)
+                ),
+                30,
+            )
+        )
         time.sleep(PHASE_S / 2)
         cluster.restart(coordinator)
         # commits go through again (to whichever broker coordinates the group now)
@@ -203,7 +237,9 @@ def test_group_coordinator_killed_under_consumer_group(cluster: KafkaFaultCluste
     report(
         verdict,
         killed_coordinators=killed,
+        new_coordinators=moved_to,
         group_commits=group.commits,
+        group_reprocessed=group.reprocessed,
         group_retried=dict(group.retried),
         group_offsets_moved_back=0,
         group_offsets_ahead=0,
