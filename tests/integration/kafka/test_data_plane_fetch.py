@@ -29,6 +29,11 @@ def kbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
                 "c3": (3, {}),
                 "tail": (1, {}),
                 "big": (2, {}),
+                "times": (2, {}),
+                "codecs": (1, {}),
+                "sub": (2, {}),
+                "wait": (1, {}),
+                "__consumer_offsets": (1, {}),  # the group coordinator's
             },
         )
     finally:
@@ -149,5 +154,108 @@ def test_confluent_small_fetch_limits_still_make_progress(kbroker):
         consumer.assign([TopicPartition("big", p, 0) for p in range(2)])
         got = consume(consumer, 10)
         assert len(got) == 10 and all(m.value() == value for m in got)
+    finally:
+        consumer.close()
+
+
+def test_offsets_for_times_and_ends(kbroker):
+    base = 1_700_000_000_000
+    msgs = [
+        {"value": b"t%d" % i, "partition": i % 2, "timestamp": base + i * 1000} for i in range(20)
+    ]
+    produce(kbroker, "times", msgs, **{"linger.ms": 50})  # several records per batch
+    consumer = confluent_consumer(kbroker)
+    try:
+        found = consumer.offsets_for_times(
+            [TopicPartition("times", 0, base + 4500), TopicPartition("times", 1, base + 4500)],
+            timeout=TIMEOUT_S,
+        )
+        # partition 0 holds even i (offset i/2), partition 1 odd i: first ts >= base+4500
+        assert [(t.partition, t.offset) for t in found] == [(0, 3), (1, 2)]
+        past = consumer.offsets_for_times([TopicPartition("times", 0, base + 99_000)], timeout=10)
+        assert past[0].offset == -1  # no record at or after it (OFFSET_END)
+        low, high = consumer.get_watermark_offsets(TopicPartition("times", 0), timeout=10)
+        assert (low, high) == (0, 10)
+        consumer.assign([found[1]])
+        (m,) = consume(consumer, 1)
+        assert (m.value(), m.timestamp()[1]) == (b"t5", base + 5000)
+    finally:
+        consumer.close()
+    kp = KafkaConsumer(**kafka_python_config(kbroker.bootstrap))
+    try:
+        tps = [KTP("times", 0), KTP("times", 1)]
+        answer = kp.offsets_for_times({tp: base + 4500 for tp in tps})
+        assert [(answer[tp].offset, answer[tp].timestamp) for tp in tps] == [
+            (3, base + 6000),
+            (2, base + 5000),
+        ]
+        assert kp.beginning_offsets(tps) == {tps[0]: 0, tps[1]: 0}
+        assert kp.end_offsets(tps) == {tps[0]: 10, tps[1]: 10}
+    finally:
+        kp.close()
+
+
+def test_kafka_python_reads_every_codec(kbroker):
+    expected = []
+    for codec in ("none", "gzip", "lz4", "zstd", "snappy"):
+        msgs = [
+            {
+                "value": b"%s-%d" % (codec.encode(), i) * 10,
+                "key": b"%d" % i,
+                "headers": [("c", codec.encode())],
+            }
+            for i in range(5)
+        ]
+        produce(kbroker, "codecs", msgs, **{"compression.type": codec, "linger.ms": 5})
+        expected.extend(msgs)
+    consumer = KafkaConsumer(**kafka_python_config(kbroker.bootstrap))
+    try:
+        tp = KTP("codecs", 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        got: list = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < 20 and time.monotonic() < deadline:  # snappy last: no python-snappy
+            for records in consumer.poll(timeout_ms=500, max_records=20 - len(got)).values():
+                got.extend(records)
+    finally:
+        consumer.close()
+    assert [(r.key, r.value, r.headers) for r in got[:20]] == [
+        (m["key"], m["value"], m["headers"]) for m in expected[:20]
+    ]
+    # and confluent-kafka reads all five codecs, snappy included
+    c = confluent_consumer(kbroker)
+    try:
+        c.assign([TopicPartition("codecs", 0, 0)])
+        assert [m.value() for m in consume(c, 25)] == [m["value"] for m in expected]
+    finally:
+        c.close()
+
+
+def test_confluent_group_subscribe_and_commit(kbroker):
+    produce(kbroker, "sub", [{"value": b"s%d" % i, "partition": i % 2} for i in range(10)])
+    consumer = confluent_consumer(
+        kbroker, **{"group.id": "sub-group", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe(["sub"])
+        got = consume(consumer, 10)
+        assert sorted(m.value() for m in got) == sorted(b"s%d" % i for i in range(10))
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed([TopicPartition("sub", p) for p in range(2)], timeout=10)
+        assert sorted(tp.offset for tp in committed) == [5, 5]
+    finally:
+        consumer.close()
+
+
+def test_confluent_long_poll(kbroker):
+    consumer = confluent_consumer(kbroker, **{"fetch.wait.max.ms": 5000})
+    try:
+        consumer.assign([TopicPartition("wait", 0, 0)])
+        assert consume_for(consumer, 1.0) == []
+        produce(kbroker, "wait", [{"value": b"w"}])
+        started = time.monotonic()
+        (m,) = consume(consumer, 1)
+        assert m.value() == b"w" and time.monotonic() - started < 3
     finally:
         consumer.close()
