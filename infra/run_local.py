@@ -7,7 +7,10 @@ plane under Daphne (ASGI: the REST API, the console and its WebSockets); ``--bro
 broker processes (``python -m brokernodes --control-plane URL --broker-id N``) with data
 under ``<var>/brokers/N``, beside one controller (``manage.py run_controller``); then creates
 the demo topic through the REST API, waits until its leader broker knows it, and prints the API URL,
-the demo credentials and a curl line that produces and one that consumes.
+the demo credentials and a curl line that produces and one that consumes. Every broker also
+listens for Kafka's protocol (SASL_PLAINTEXT on ``--host``, ports ``--kafka-ports``): the
+runner prints the Kafka bootstrap address and kcat lines that produce and consume with the
+demo key (SASL/PLAIN: the key id is the user name, the secret the password).
 
 Ctrl-C (SIGINT) or SIGTERM stops everything: brokers first (SIGTERM, they flush their logs),
 then the control plane; every wait is bounded and a process that does not stop in time is
@@ -22,7 +25,7 @@ running (``infra/process_tree.py``), refuses to start beside a runner still aliv
 same ``--var-dir``, and names the program holding a port it needs instead of letting a child
 fail with "address already in use".
 
-Everything is configurable for tests: ``--host``, ``--port``, ``--broker-ports``,
+Everything is configurable for tests: ``--host``, ``--port``, ``--broker-ports``, ``--kafka-ports``,
 ``--var-dir``, ``--state-file`` (a JSON file written once ready: URLs, key, curl lines, pids).
 The cluster secret comes from ``SLUICE_CLUSTER_SECRET`` or is generated once into
 ``<var>/cluster-secret`` (mode 0600).
@@ -61,6 +64,21 @@ STOP_TIMEOUT_S = 15.0
 # a broker's clean stop is a controlled shutdown (leadership moves away), then draining
 # in-flight requests (at most its --shutdown timeout), then flushing: give it longer
 BROKER_STOP_TIMEOUT_S = 20.0
+
+
+def kcat_lines(bootstrap: str, key: str, topic: str) -> tuple[str, str]:
+    """kcat command lines that produce one record to and read ``topic`` over the Kafka
+    listeners with ``key`` (SASL/PLAIN: the key id is the user name, the secret the
+    password)."""
+    user, _, secret = key.partition(".")
+    base = (
+        f"kcat -b {shlex.quote(bootstrap)} -X security.protocol=SASL_PLAINTEXT "
+        f"-X sasl.mechanism=PLAIN -X {shlex.quote('sasl.username=' + user)} "
+        f"-X {shlex.quote('sasl.password=' + secret)} -t {shlex.quote(topic)}"
+    )
+    produce = f"echo 'hello, kafka' | {base} -P"
+    consume = f"{base} -C -o beginning -e"
+    return produce, consume
 
 
 class Runner:
@@ -253,7 +271,12 @@ class Runner:
         self.clear_earlier_run()
         self.start_guard()
         broker_ports = [int(p) for p in a.broker_ports.split(",")][: a.brokers]
-        self.check_ports([a.port, *broker_ports])
+        kafka_ports = [int(p) for p in a.kafka_ports.split(",")][: a.brokers]
+        if len(kafka_ports) < a.brokers:
+            raise SystemExit(
+                f"--kafka-ports names {len(kafka_ports)} ports for {a.brokers} brokers"
+            )
+        self.check_ports([a.port, *broker_ports, *kafka_ports])
         self.manage("migrate", "--noinput")
         demo = json.loads(self.manage("seed_demo", "--json").strip().splitlines()[-1])
         key = demo["api_key"]
@@ -300,6 +323,8 @@ class Runner:
                     str(port),
                     "--data-dir",
                     str(self.var / "brokers" / str(i)),
+                    "--kafka-port",  # SASL_PLAINTEXT: loopback only by default
+                    str(kafka_ports[i - 1]),
                 ],
                 self.var / "logs" / f"broker-{i}.log",
                 BROKER_STOP_TIMEOUT_S,
@@ -355,6 +380,8 @@ class Runner:
         consume = f"curl -sS -H {shlex.quote('Authorization: Bearer ' + key)} " + shlex.quote(
             f"{leader_url}/sluice/v1/topics/{a.topic}/partitions/0/records?offset=0&format=text"
         )
+        bootstrap = ",".join(f"{a.host}:{p}" for p in kafka_ports)
+        kcat_produce, kcat_consume = kcat_lines(bootstrap, key, a.topic)
         state = {
             "api_url": f"{self.cp_url}/api/v1/",
             "console_url": f"{self.cp_url}/",
@@ -369,6 +396,9 @@ class Runner:
             "leader_url": leader_url,
             "curl_produce": produce,
             "curl_consume": consume,
+            "kafka_bootstrap": bootstrap,
+            "kcat_produce": kcat_produce,
+            "kcat_consume": kcat_consume,
             "pids": {name: p.pid for name, p in self.procs},
             "runner_pid": os.getpid(),
             "guard_pid": self.guard.pid if self.guard else None,
@@ -385,6 +415,15 @@ class Runner:
         self.say(f"    {produce}")
         self.say("  Consume:")
         self.say(f"    {consume}")
+        self.say(f"  Kafka:      {bootstrap}")
+        self.say(
+            "              SASL_PLAINTEXT, SASL/PLAIN: user name = the key id (before the '.'),"
+            " password = the secret (after it)"
+        )
+        self.say("  Kafka produce (kcat):")
+        self.say(f"    {kcat_produce}")
+        self.say("  Kafka consume (kcat):")
+        self.say(f"    {kcat_consume}")
         self.say("Ctrl-C stops everything.")
         if a.state_file:
             tmp = f"{a.state_file}.tmp"
@@ -456,6 +495,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=int(env("PORT", "8000")))
     p.add_argument("--brokers", type=int, default=3)
     p.add_argument("--broker-ports", default=env("SLUICE_BROKER_PORTS", "9092,9093,9094"))
+    p.add_argument(
+        "--kafka-ports",
+        default=env("SLUICE_KAFKA_PORTS", "29092,29093,29094"),
+        help="the brokers' Kafka listeners (SASL_PLAINTEXT), one port per broker",
+    )
     p.add_argument("--var-dir", default=env("SLUICE_VAR_DIR", str(ROOT / "var")))
     p.add_argument("--topic", default="demo-events")
     p.add_argument("--partitions", type=int, default=3)
