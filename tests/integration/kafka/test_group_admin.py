@@ -6,7 +6,8 @@ REST sees and the reverse."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, TopicPartition
 from kafka import errors as kafka_errors
@@ -138,3 +139,35 @@ def test_confluent_admin_lists_groups_with_state_and_type(gbroker):
         types={ConsumerGroupType.CLASSIC}, request_timeout=TIMEOUT_S
     ).result(timeout=TIMEOUT_S)
     assert [g.group_id for g in classic.valid] == ["idle"]
+
+
+def test_offsets_committed_over_rest_are_what_kafka_clients_fetch(gbroker):
+    """OffsetFetch by a librdkafka consumer (``committed``) and kafka-python's admin return
+    the offsets a REST member and an admin commit wrote."""
+    b = gbroker
+    rest_groups(b)
+    for i in range(3):
+        status, _ = b.json(
+            "POST",
+            f"/v3/clusters/{b.cluster_id}/topics/orders/records",
+            {"partition_id": 2, "value": {"type": "STRING", "data": f"v{i}"}},
+        )
+        assert status == 200
+    status, _ = rest(
+        b, "POST", "/idle/offsets", {"offsets": [{"topic": "orders", "partition": 2, "offset": 3}]}
+    )
+    assert status == 200
+    tps = [ConfluentTopicPartition("orders", p) for p in range(3)]
+    for group, expected in (("live", {0: 0}), ("idle", {0: 0, 2: 3})):
+        consumer = Consumer(confluent_config(b.bootstrap, **{"group.id": group}))
+        try:
+            found = consumer.committed(tps, timeout=TIMEOUT_S)
+        finally:
+            consumer.close()
+        assert {tp.partition: tp.offset for tp in found if tp.offset >= 0} == expected
+    admin = kafka_python_admin(b)
+    try:
+        offsets = admin.list_group_offsets("idle")["idle"]
+        assert {tp.partition: om.offset for tp, om in offsets.items()} == {0: 0, 2: 3}
+    finally:
+        admin.close()

@@ -65,7 +65,7 @@ async def _heartbeat(ctx: KafkaContext, request: dict) -> dict:
     if not group_id:
         raise InvalidGroupRequestError("the group id must not be empty")
     tenant = ctx.authorize("READ", "group", group_id).tenant
-    if request.get("subscribed_topic_regex") is not None:
+    if request.get("subscribed_topic_regex"):  # librdkafka sends "" for none
         raise InvalidGroupRequestError(
             "regular-expression subscriptions are not supported yet; subscribe to topic names"
         )
