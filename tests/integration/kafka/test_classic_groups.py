@@ -258,3 +258,48 @@ def test_a_standalone_commit_needs_an_empty_group(gbroker):
             c.close()
     finally:
         solo.close()
+
+
+def rest_when_up(b, path: str) -> dict:
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            status, body = rest(b, "GET", path)
+        except OSError:
+            status, body = 0, {}
+        if status == 200:
+            return body
+        time.sleep(0.2)
+    raise AssertionError(f"GET {path} did not answer 200 after the restart")
+
+
+def test_generation_members_and_offsets_survive_a_coordinator_restart(gbroker):
+    """kill -9 of the coordinator (RF 1: it comes back on restart): the new coordinator
+    loads the group's generation, members and assignments from ``__consumer_offsets``, so
+    the members carry on in the same generation, and the committed offsets are there."""
+    group = "classic-failover"
+    produce(gbroker, 12)
+    patient = {"session.timeout.ms": 30000}
+    a, b = member(gbroker, group, **patient), member(gbroker, group, **patient)
+    consumers = [a, b]
+    try:
+        seen: list = []
+        poll_until(consumers, lambda: partitioned(consumers)() and len(seen) >= 12, seen)
+        for c in consumers:
+            c.commit(asynchronous=False)
+        before = rest_when_up(gbroker, f"/{group}")
+        gbroker.restart(hard=True)
+        after = rest_when_up(gbroker, f"/{group}")
+        assert after["group_epoch"] == before["group_epoch"] and after["state"] == "STABLE"
+        assert sorted(m["member_id"] for m in after["members"]) == sorted(
+            m["member_id"] for m in before["members"]
+        )
+        assert sorted(o["committed_offset"] for o in after["offsets"]) == [2] * WIDE
+        # the members go on consuming from where they were
+        produce(gbroker, 12, start=12)
+        more: list = []
+        poll_until(consumers, lambda: len(more) >= 12, more)
+        assert sorted(m.value() for _, m in more) == sorted(f"v{i}".encode() for i in range(12, 24))
+    finally:
+        for c in consumers:
+            c.close()
