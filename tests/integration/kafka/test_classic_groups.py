@@ -303,3 +303,31 @@ def test_generation_members_and_offsets_survive_a_coordinator_restart(gbroker):
     finally:
         for c in consumers:
             c.close()
+
+
+def test_kcat_balanced_consumer_reads_and_commits(gbroker):
+    """``kcat -G``: librdkafka's balanced consumer as a command; it reads every record,
+    commits, and a second run of the same group reads nothing old."""
+    import subprocess
+
+    from tests.integration.kafka.conftest import kcat_args
+
+    produce(gbroker, 12)
+    base = [*kcat_args(gbroker.bootstrap), "-X", "auto.offset.reset=earliest", "-f", "%s\n"]
+    out = subprocess.run(
+        [*base, "-c", "12", "-G", "classic-kcat", "wide"],
+        capture_output=True,
+        timeout=TIMEOUT_S,
+        check=True,
+    )
+    assert sorted(out.stdout.split()) == sorted(f"v{i}".encode() for i in range(12))
+    status, offsets = rest(gbroker, "GET", "/classic-kcat/offsets")
+    assert status == 200 and sum(o["offset"] for o in offsets["offsets"]) == 12
+    produce(gbroker, 3, start=12)
+    out = subprocess.run(
+        [*base, "-c", "3", "-G", "classic-kcat", "wide"],
+        capture_output=True,
+        timeout=TIMEOUT_S,
+        check=True,
+    )
+    assert sorted(out.stdout.split()) == [b"v12", b"v13", b"v14"]
