@@ -5,8 +5,16 @@ REST sees and the reverse."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupType,
+    KafkaError,
+    KafkaException,
+)
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, TopicPartition
@@ -171,3 +179,65 @@ def test_offsets_committed_over_rest_are_what_kafka_clients_fetch(gbroker):
         assert {tp.partition: om.offset for tp, om in offsets.items()} == {0: 0, 2: 3}
     finally:
         admin.close()
+
+
+def test_classic_groups_are_listed_described_and_deleted_like_the_others(gbroker):
+    """A librdkafka consumer in a classic group: Kafka's ListGroups and describe show it as
+    classic, REST lists and describes it, its subscribed topic's offsets and the group itself
+    cannot be deleted while it has the member, and can once it has left."""
+    b = gbroker
+    consumer = Consumer(
+        confluent_config(
+            b.bootstrap,
+            **{
+                "group.id": "old",
+                "group.protocol": "classic",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            },
+        )
+    )
+    consumer.subscribe(["orders"])
+    admin = AdminClient(confluent_config(b.bootstrap))
+    kp_admin = kafka_python_admin(b)
+    try:
+        deadline = time.monotonic() + 60
+        while len(consumer.assignment()) < 3:
+            assert time.monotonic() < deadline, "the classic member got no assignment"
+            consumer.poll(0.2)
+        consumer.commit(offsets=[ConfluentTopicPartition("orders", 0, 0)], asynchronous=False)
+        (listed,) = kp_admin.list_groups()
+        assert (listed["group_id"], listed["group_type"]) == ("old", "classic")
+        assert (listed["protocol_type"], listed["group_state"]) == ("consumer", "Stable")
+
+        status, body = rest(b, "GET", "")
+        assert status == 200
+        assert [(g["group_id"], g["state"], g["members"]) for g in body["groups"]] == [
+            ("old", "STABLE", 1)
+        ]
+        status, group = rest(b, "GET", "/old")
+        assert status == 200 and group["type"] == "classic"
+        (member,) = group["members"]
+        assert member["client_id"] == "rdkafka" and member["subscriptions"] == ["orders"]
+        assert sorted(tp["partition"] for tp in member["assignments"]) == [0, 1, 2]
+
+        described = admin.describe_consumer_groups(["old"], request_timeout=TIMEOUT_S)
+        old = described["old"].result(timeout=TIMEOUT_S)
+        assert old.type == ConsumerGroupType.CLASSIC and len(old.members) == 1
+
+        tp = TopicPartition("orders", 0)
+        refused = kp_admin.delete_group_offsets("old", [tp], group_coordinator_id=1)
+        assert refused == {tp: kafka_errors.GroupSubscribedToTopicError}
+        with pytest.raises(KafkaException) as busy:
+            admin.delete_consumer_groups(["old"], request_timeout=TIMEOUT_S)["old"].result(
+                timeout=TIMEOUT_S
+            )
+        assert busy.value.args[0].code() == KafkaError.NON_EMPTY_GROUP
+    finally:
+        consumer.close()
+        kp_admin.close()
+    admin.delete_consumer_groups(["old"], request_timeout=TIMEOUT_S)["old"].result(
+        timeout=TIMEOUT_S
+    )
+    status, body = rest(b, "GET", "/old")
+    assert status == 404 and body["error_code"] == "GROUP_ID_NOT_FOUND"
