@@ -10,7 +10,10 @@ change brokers) with source STATIC_BROKER_CONFIG.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import fields
 from typing import Any
+
+from brokernodes.storage.config import LogConfig
 
 # Kafka's ConfigResource.Type
 RESOURCE_TOPIC = 2
@@ -54,6 +57,23 @@ _DOCS: Mapping[str, str] = {
     "min.insync.replicas": "in-sync replicas an acks=all write needs",
     "message.timestamp.type": "CreateTime (the producer's) or LogAppendTime (the broker's)",
 }
+
+
+TOPIC_DEFAULTS = {
+    "min.insync.replicas": "1",
+    "message.timestamp.type": "CreateTime",
+    "unclean.leader.election.enable": "false",
+}
+
+
+def effective_configs(overrides: Mapping[str, str]) -> dict[str, str]:
+    """Every topic config's value: the overrides over the log's defaults (what the control
+    plane answers; used by a broker without one, from its metadata file's overrides)."""
+    defaults = LogConfig()
+    out = {f.name.replace("_", "."): str(getattr(defaults, f.name)) for f in fields(LogConfig)}
+    out.update(TOPIC_DEFAULTS)
+    out.update(overrides)
+    return out
 
 
 def config_type(name: str) -> int:

@@ -10,6 +10,10 @@ change in the audit log. ACL requests need the admin role (the control plane dec
 After a topic is created, deleted or grown, the answer waits (bounded by the request's
 timeout, at most ``IMAGE_WAIT_S``) until this broker's metadata shows the change, so a
 client that creates a topic and produces at once finds it.
+
+A broker on a static metadata file has no control plane: changes answer POLICY_VIOLATION and
+ACL requests SECURITY_DISABLED, with a message saying so; topic configs are described from
+the file's overrides over the defaults.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from brokernodes.server.kafka import acl_codes, config_entries
 from brokernodes.server.kafka.context import Handler, KafkaContext
 from brokernodes.server.kafka.control_plane import AdminError, call, kafka_error, topic_path
 from brokernodes.server.kafka.handlers.metadata import brokers_of, controller_of, find_by_id
+from brokernodes.server.metadata.client import ControlPlaneMetadataSource
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
 from brokernodes.server.protocol.kafka.codec import uuid_bytes
@@ -240,6 +245,16 @@ def broker_settings(ctx: KafkaContext) -> dict[str, str]:
 
 
 async def _topic(ctx: KafkaContext, name: str) -> dict:
+    if not isinstance(ctx.broker.metadata, ControlPlaneMetadataSource):
+        # a static metadata file: its overrides are all there is
+        topic = ctx.broker.image.topics.get(name)
+        if topic is None or name.startswith("__"):
+            raise AdminError(kerr.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+        overrides = dict(topic.configs)
+        return {
+            "configs": overrides,
+            "effective_configs": config_entries.effective_configs(overrides),
+        }
     answer = await call(ctx, "GET", topic_path(name))
     if not answer.ok:
         raise kafka_error(answer, "topic")
