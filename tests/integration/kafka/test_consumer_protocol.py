@@ -21,6 +21,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
+from brokernodes.client import GroupConsumer
 from harness.broker import DEFAULT_TOPICS
 from tests.integration.groups.conftest import http_json
 from tests.integration.kafka.conftest import confluent_config
@@ -212,3 +213,52 @@ def test_an_unknown_server_assignor_is_refused(gbroker):
         c.close()
     status, _ = rest(b, "GET", "/picky")
     assert status == 404  # no group was made
+
+
+def test_a_librdkafka_member_and_an_sdk_member_share_one_group(gbroker):
+    """One group, two fronts: a Kafka-protocol member and a Sluice SDK member (HTTP) split
+    the partitions between them and each reads the new records of its own."""
+    b = gbroker
+    produce(b, 30)
+    seen = Seen()
+    kafka_member = member(b, "mixed")
+    seen.poll([kafka_member], lambda: len(seen.records) == 30, "the Kafka member to read all")
+    kafka_member.commit(asynchronous=False)
+    sdk = GroupConsumer(
+        b.url,
+        b.api_key,
+        group_id="mixed",
+        topics=["orders"],
+        client_id="sdk",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    sdk_seen: dict[tuple[int, int], bytes] = {}
+    try:
+
+        def poll_sdk() -> None:
+            for r in sdk.poll(0.1):
+                key = (r.partition, r.offset)
+                assert key not in sdk_seen and key not in seen.records, f"{key} twice"
+                sdk_seen[key] = r.value
+
+        def shared() -> bool:
+            poll_sdk()
+            mine, theirs = held(kafka_member), {tp.partition for tp in sdk.assignment()}
+            return bool(mine and theirs and mine | theirs == {0, 1, 2} and not mine & theirs)
+
+        seen.poll([kafka_member], shared, "the two members to share the partitions")
+        status, group = rest(b, "GET", "/mixed")
+        assert status == 200
+        assert sorted(m["client_id"] for m in group["members"]) == ["rdkafka", "sdk"]
+        produce(b, 6, start=30)
+        seen.poll(
+            [kafka_member],
+            lambda: poll_sdk() or len(seen.records) + len(sdk_seen) == 36,
+            "the six new records",
+        )
+        assert {p for p, _ in sdk_seen} == {tp.partition for tp in sdk.assignment()}
+        assert {p for p, o in seen.records if o >= 10} == held(kafka_member)
+    finally:
+        sdk.close()
+        kafka_member.close()
