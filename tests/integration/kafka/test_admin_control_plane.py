@@ -347,3 +347,21 @@ def test_kafka_python_admin(cp, acme):
         "topic.delete": 1,
     }.items():
         assert new.count(action) == times, (action, new)
+
+
+def test_quotas_are_policy_violations(cp):
+    from harness.control_plane import StaffSession
+
+    capped = new_tenant(cp, "capped")
+    StaffSession(cp).set_quota("capped", max_partitions=4)
+    admin = AdminClient(capped.confluent(cp.kafka_bootstrap))
+    assert admin.create_topics([NewTopic("fits", 3, 1)])["fits"].result(T) is None
+    over = admin.create_topics([NewTopic("over", 2, 1)], request_timeout=T)["over"]
+    with pytest.raises(KafkaException) as raised:
+        over.result(T)
+    error = raised.value.args[0]
+    assert error.code() == KafkaError.POLICY_VIOLATION
+    assert "at most 4 partitions" in error.str()
+    grown = admin.create_partitions([NewPartitions("fits", 6)], request_timeout=T)["fits"]
+    assert kafka_code(grown) == KafkaError.POLICY_VIOLATION
+    assert "over" not in admin.list_topics(timeout=T).topics
