@@ -207,7 +207,8 @@ class KafkaConnection:
         self.listener.observe(header.api_key, time.perf_counter() - started)
         if header.api_key == apis.SASL_HANDSHAKE and header.api_version == 0:
             self._raw_sasl = body is not None and body.get("error_code") == kerr.NONE
-        return body.get("throttle_time_ms", 0) if body else 0
+        mute_ms, self.ctx.mute_ms = self.ctx.mute_ms, 0
+        return body.get("throttle_time_ms", 0) if body else mute_ms
 
     async def _unsupported(self, header: RequestHeader) -> None:
         if header.api_key == apis.API_VERSIONS:

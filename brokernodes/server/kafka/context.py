@@ -36,6 +36,9 @@ class KafkaContext:
     client_id: str | None = None
     # file slices opened for the answer being built (closed once it is sent or dropped)
     open_files: list[FileRecords] = field(default_factory=list)
+    # KIP-219 for a request answered with nothing (acks=0 produce): the handler sets the
+    # throttle here and the connection mutes for it as it does for ``throttle_time_ms``
+    mute_ms: int = 0
 
     def authorize(
         self, operation: str, resource_type: str = "cluster", resource_name: str = ""

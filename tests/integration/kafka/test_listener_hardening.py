@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from brokernodes.records.batch import Record, encode_batch
 from brokernodes.server.broker import Broker
 from brokernodes.server.config import BrokerConfig
 from brokernodes.server.http.connection_limits import UnauthenticatedConnections
@@ -58,6 +59,15 @@ def _state(limits: dict | None = None, keys: tuple[str, ...] = (KEY, "k2")) -> d
             "organisation": ORG,
             "role": "member",
         }
+    state["topic", "tid"] = {
+        "topic_id": "5c2f1e0a-0000-4000-8000-000000000001",
+        "organisation": ORG,
+        "name": "t",
+        "configs": {},
+        "partitions": [
+            {"partition": 0, "leader": 1, "leader_epoch": 0, "replicas": [1], "isr": [1]}
+        ],
+    }
     if limits:
         state["quota", "q1"] = {"organisation": ORG, "principal": None, "limits": limits}
     return state
@@ -78,6 +88,7 @@ class Node:
         self.listener = KafkaListener(self.broker, pool)
 
     async def __aenter__(self) -> Node:
+        await self.broker.start()
         await self.listener.start()
         return self
 
@@ -456,6 +467,52 @@ async def test_a_throttled_answer_mutes_the_connection(tmp_path, monkeypatch):
         assert time.monotonic() - started < 0.3
 
 
+@in_loop
+async def test_a_produce_over_the_byte_rate_quota_mutes_the_connection(tmp_path):
+    async with Node(tmp_path, limits={"produce_bytes_per_sec": 100}) as node:
+        c = await node.connect()
+        await c.authenticate()
+        batch = encode_batch([Record(int(time.time() * 1000), None, b"x" * 1000)])
+        partition = {"index": 0, "records": batch}
+        request = {
+            "acks": 1,
+            "timeout_ms": 5000,
+            "topic_data": [{"name": "t", "partition_data": [partition]}],
+        }
+        c.send(apis.PRODUCE, 9, request)
+        c.send(apis.API_VERSIONS, 0, {})  # pipelined: read only once the mute ends
+        started = time.monotonic()
+        answer = await c.answer(apis.PRODUCE, 9)
+        answered = time.monotonic()
+        (p,) = answer["responses"][0]["partition_responses"]
+        assert (p["error_code"], p["base_offset"]) == (kerr.NONE, 0)
+        throttle = answer["throttle_time_ms"]
+        # ~1,070 bytes against 100 B/s over the 10 s minimum window: ~570 ms
+        assert 400 <= throttle <= 800, throttle
+        assert answered - started < throttle / 1000  # answered at once, not held back
+        await c.answer(apis.API_VERSIONS, 0)
+        assert time.monotonic() - answered >= throttle / 1000 - 0.05
+
+
+@in_loop
+async def test_an_unanswered_request_mutes_for_the_throttle_its_handler_set(tmp_path, monkeypatch):
+    async def unanswered(ctx, header, request):  # as acks=0 produce over its quota
+        ctx.mute_ms = 400
+        return None
+
+    monkeypatch.setitem(HANDLERS, apis.DESCRIBE_CLUSTER, unanswered)
+    async with Node(tmp_path) as node:
+        c = await node.connect()
+        await c.authenticate()
+        started = time.monotonic()
+        c.send(apis.DESCRIBE_CLUSTER, 0, {})
+        await c.call(apis.API_VERSIONS, 0, {})
+        assert time.monotonic() - started >= 0.35
+        started = time.monotonic()  # the mute is used up
+        await c.call(apis.API_VERSIONS, 0, {})
+        assert time.monotonic() - started < 0.3
+
+
 # --- shutdown ------------------------------------------------------------------------------
 
 
@@ -471,6 +528,7 @@ async def test_close_finishes_answers_in_progress_and_cuts_the_rest(tmp_path, mo
     monkeypatch.setitem(HANDLERS, apis.DESCRIBE_CLUSTER, slow)
     monkeypatch.setitem(HANDLERS, apis.DESCRIBE_ACLS, throttled)
     node = Node(tmp_path)
+    await node.broker.start()
     await node.listener.start()
     try:
         idle, busy, muted = [await node.connect() for _ in range(3)]
