@@ -166,6 +166,11 @@ def parse_args(argv: list[str] | None = None) -> BrokerConfig:
     a = p.parse_args(argv)
     if bool(a.kafka_tls_cert) != bool(a.kafka_tls_key):
         p.error("--kafka-tls-cert and --kafka-tls-key go together")
+    if a.kafka_tls_cert and not a.kafka_port:
+        p.error("--kafka-tls-cert is for the Kafka listener: give --kafka-port too")
+    for pem in (a.kafka_tls_cert, a.kafka_tls_key):
+        if pem and not os.path.isfile(pem):
+            p.error(f"no such certificate or key file: {pem}")
     for flag in (
         "body_timeout_ms",
         "request_head_timeout_ms",

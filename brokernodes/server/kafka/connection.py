@@ -11,8 +11,9 @@ closes the connection, as Kafka does, since there is no schema to answer it in.
 
 Deadlines: SASL must finish within the request-head timeout from accept; a connection that
 sends nothing for ``connections_max_idle_s`` is closed; a request body must arrive within
-the body timeout; a size prefix over ``max_request_bytes`` closes the connection before any
-of the body is read; an answer the client does not read for ``SEND_STALL_TIMEOUT_S`` (no
+the body timeout; a size prefix over ``max_request_bytes`` (before SASL: 512 KiB, as
+Kafka's ``sasl.server.max.receive.size``) closes the connection before any of the body is
+read; an answer the client does not read for ``SEND_STALL_TIMEOUT_S`` (no
 progress) closes it, so a client that never reads cannot hold a handler or open files.
 Until SASL succeeds the connection counts among the unauthenticated ones (the same pool as
 the HTTP fronts', ``http.connection_limits``), which may evict it.
@@ -60,6 +61,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("sluice.kafka")
 _SIZE = struct.Struct(">i")
+
+
+# Before SASL succeeds a request may be at most this big (Kafka's
+# sasl.server.max.receive.size), so unauthenticated connections stay within the memory
+# budget ``http.connection_limits`` gives each of them.
+MAX_UNAUTHENTICATED_REQUEST_BYTES = 512 * 1024
 
 
 class CloseConnection(Exception):
@@ -147,10 +154,13 @@ class KafkaConnection:
         async with asyncio.timeout(config.connections_max_idle_s):
             prefix = await self.reader.readexactly(4)
         size = frame_size(prefix)
-        if size < 0 or size > config.max_request_bytes:
+        limit = config.max_request_bytes
+        if not self.ctx.authenticated:
+            limit = min(limit, MAX_UNAUTHENTICATED_REQUEST_BYTES)
+        if size < 0 or size > limit:
             raise CloseConnection(
-                f"a request of {size} bytes is over this broker's limit of "
-                f"{config.max_request_bytes} bytes"
+                f"a request of {size} bytes is over this broker's limit of {limit} bytes"
+                + ("" if self.ctx.authenticated else " before SASL authentication")
             )
         async with asyncio.timeout(config.body_timeout_s):
             return await self.reader.readexactly(size)

@@ -268,6 +268,23 @@ async def test_a_size_over_the_limit_closes_before_the_body_is_read(tmp_path, si
 
 
 @in_loop
+async def test_requests_before_sasl_are_capped_at_512_kib(tmp_path):
+    async with Node(tmp_path) as node:
+        small = await node.connect()
+        frame = small.frame(apis.API_VERSIONS, 3, {"client_software_name": "x" * 1000})
+        small.writer.write(frame)
+        assert (await small.answer(apis.API_VERSIONS, 3))["error_code"] == 0
+        big = await node.connect()
+        big.writer.write(struct.pack(">i", kconn.MAX_UNAUTHENTICATED_REQUEST_BYTES + 1))
+        assert await big.closed(5)
+        authenticated = await node.connect()
+        await authenticated.authenticate()  # then the broker's limit (16 MiB) applies
+        frame = authenticated.frame(apis.API_VERSIONS, 3, {"client_software_name": "x" * 600_000})
+        authenticated.writer.write(frame)
+        assert (await authenticated.answer(apis.API_VERSIONS, 3))["error_code"] == 0
+
+
+@in_loop
 async def test_a_body_that_never_arrives_closes(tmp_path):
     async with Node(tmp_path, body_timeout_s=0.5) as node:
         c = await node.connect()

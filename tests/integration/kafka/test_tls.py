@@ -215,3 +215,21 @@ def test_a_stalled_tls_handshake_is_cut_off(tmp_path):
             assert time.monotonic() - started < 8
     finally:
         launcher.close()
+
+
+def test_tls_flags_are_checked_at_start(tmp_path):
+    from brokernodes.server.config import parse_args
+
+    cert, key = make_certificate(tmp_path)
+    base = ["--config", "m.json", "--data-dir", str(tmp_path), "--port", "1"]
+    config = parse_args(
+        [*base, "--kafka-port", "9092", "--kafka-tls-cert", str(cert), "--kafka-tls-key", str(key)]
+    )
+    assert (config.kafka_tls_cert, config.kafka_tls_key) == (str(cert), str(key))
+    for bad in (
+        ["--kafka-port", "9092", "--kafka-tls-cert", str(cert)],  # no key
+        ["--kafka-tls-cert", str(cert), "--kafka-tls-key", str(key)],  # no listener
+        ["--kafka-port", "9092", "--kafka-tls-cert", "nope.pem", "--kafka-tls-key", str(key)],
+    ):
+        with pytest.raises(SystemExit):
+            parse_args([*base, *bad])
