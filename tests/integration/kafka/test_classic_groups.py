@@ -331,3 +331,30 @@ def test_kcat_balanced_consumer_reads_and_commits(gbroker):
         check=True,
     )
     assert sorted(out.stdout.split()) == [b"v12", b"v13", b"v14"]
+
+
+def test_static_member_restart_keeps_its_partitions_without_a_rebalance(gbroker):
+    """``group.instance.id``: a static member that closes (librdkafka sends no LeaveGroup
+    for one) and comes back inside its session timeout takes its old place: same
+    partitions, same generation, the other member undisturbed."""
+    group = "classic-static"
+    static = {"session.timeout.ms": 30000}
+    a = member(gbroker, group, **{"group.instance.id": "host-a", **static})
+    b = member(gbroker, group, **{"group.instance.id": "host-b", **static})
+    consumers = [a, b]
+    try:
+        poll_until(consumers, partitioned(consumers))
+        held_a, held_b = owned(a), owned(b)
+        before = rest_when_up(gbroker, f"/{group}")
+        consumers.remove(a)
+        a.close()
+        a2 = member(gbroker, group, **{"group.instance.id": "host-a", **static})
+        consumers.append(a2)
+        poll_until(consumers, lambda: owned(a2) == held_a)
+        after = rest_when_up(gbroker, f"/{group}")
+        assert after["group_epoch"] == before["group_epoch"]
+        assert owned(b) == held_b
+        assert {m["instance_id"] for m in after["members"]} == {"host-a", "host-b"}
+    finally:
+        for c in consumers:
+            c.close()
