@@ -262,3 +262,32 @@ def test_a_librdkafka_member_and_an_sdk_member_share_one_group(gbroker):
     finally:
         sdk.close()
         kafka_member.close()
+
+
+def test_a_static_member_restarts_without_a_rebalance(gbroker):
+    """``group.instance.id``: closing leaves temporarily (epoch -2); the next incarnation
+    gets the same partitions back at the same group epoch."""
+    b = gbroker
+    produce(b, 3)
+    seen = Seen()
+    first = member(b, "static", **{"group.instance.id": "host-a"})
+    seen.poll([first], lambda: len(seen.records) == 3, "the first incarnation to read")
+    first.commit(asynchronous=False)
+    status, before = rest(b, "GET", "/static")
+    assert status == 200 and len(before["members"]) == 1
+    first.close()
+    status, away = rest(b, "GET", "/static")
+    assert away["group_epoch"] == before["group_epoch"] and len(away["members"]) == 1
+
+    again = Seen()
+    second = member(b, "static", **{"group.instance.id": "host-a"})
+    try:
+        again.poll([second], lambda: held(second) == {0, 1, 2}, "the partitions to come back")
+        status, after = rest(b, "GET", "/static")
+        assert after["group_epoch"] == before["group_epoch"]  # no rebalance
+        assert [m["instance_id"] for m in after["members"]] == ["host-a"]
+        produce(b, 3, start=3)
+        again.poll([second], lambda: len(again.records) == 3, "the new records")
+        assert sorted(again.records) == [(0, 1), (1, 1), (2, 1)]
+    finally:
+        second.close()
