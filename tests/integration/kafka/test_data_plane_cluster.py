@@ -5,6 +5,7 @@ the records) and consume from the leaders; min.insync.replicas refuses acks=all.
 from __future__ import annotations
 
 import time
+import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -72,7 +73,7 @@ def test_a_follower_answers_not_leader(kafka_cluster):
         records = encode_batch([Record(1, None, b"x")])
         answer = wire.request(
             apis.PRODUCE,
-            9,
+            10,
             {
                 "acks": -1,
                 "timeout_ms": 5000,
@@ -83,6 +84,38 @@ def test_a_follower_answers_not_leader(kafka_cluster):
         )
         p = answer["responses"][0]["partition_responses"][0]
         assert p["error_code"] == kerr.NOT_LEADER_OR_FOLLOWER
+        # KIP-951: the answer names the leader and how to reach it
+        assert p["current_leader"] == {"leader_id": 1, "leader_epoch": 0}
+        leader_port = kafka_cluster.broker(1).kafka_port
+        assert answer["node_endpoints"] == [
+            {"node_id": 1, "host": "127.0.0.1", "port": leader_port, "rack": None}
+        ]
+        fetched = wire.request(
+            apis.FETCH,
+            16,
+            {
+                "max_wait_ms": 0,
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "topic_id": topic_id("orders"),
+                        "partitions": [
+                            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                        ],
+                    }
+                ],
+            },
+        )
+        f = fetched["responses"][0]["partitions"][0]
+        assert f["error_code"] == kerr.NOT_LEADER_OR_FOLLOWER
+        assert f["current_leader"] == {"leader_id": 1, "leader_epoch": 0}
+        assert [e["node_id"] for e in fetched["node_endpoints"]] == [1]
+
+
+def topic_id(name: str) -> bytes:
+    return uuid.uuid5(uuid.NAMESPACE_URL, name).bytes  # the harness's static topic ids
 
 
 def test_min_insync_replicas_refuses_acks_all(kafka_launcher):

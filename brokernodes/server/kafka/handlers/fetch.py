@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from brokernodes.errors import KafkaStorageError, OffsetOutOfRangeError, SluiceError
 from brokernodes.server.http.sendfile import close_slices, open_slices
 from brokernodes.server.kafka.context import FileRecords, Handler, KafkaContext
-from brokernodes.server.kafka.handlers.metadata import INTERNAL_TOPICS, topics_by_id
+from brokernodes.server.kafka.handlers.metadata import INTERNAL_TOPICS, leader_hint, topics_by_id
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("sluice.kafka")
 
 READ_COMMITTED = 1
+MOVED = frozenset({kerr.NOT_LEADER_OR_FOLLOWER, kerr.FENCED_LEADER_EPOCH})
 
 
 def epoch_error(current_leader_epoch: int, leader_epoch: int) -> int:
@@ -290,22 +291,29 @@ async def fetch(ctx: KafkaContext, header: RequestHeader, request: dict) -> dict
         await plan.wait(remaining)
     await plan.open_files()
     try:
-        responses, sent = topic_answers(ctx, version, topics, read_committed)
+        responses, sent, endpoints = topic_answers(ctx, version, topics, read_committed)
         throttle = broker.quotas.fetch(principal, sent)  # KIP-219: the connection mutes
     except BaseException:  # the connection closes open files only once it has an answer
         for f in ctx.open_files:
             close_slices(s.fd for s in f.slices)
         ctx.open_files.clear()
         raise
-    return {**answer, "throttle_time_ms": throttle, "responses": responses}
+    return {
+        **answer,
+        "throttle_time_ms": throttle,
+        "responses": responses,
+        "node_endpoints": endpoints,
+    }
 
 
 def topic_answers(
     ctx: KafkaContext, version: int, topics: list, read_committed: bool
-) -> tuple[list[dict], int]:
-    """Each topic's answer, and the record bytes they carry (counted as bytes out)."""
+) -> tuple[list[dict], int, list[dict]]:
+    """Each topic's answer, the record bytes they carry (counted as bytes out), and the
+    endpoints of the new leaders of partitions that moved (KIP-951)."""
     broker = ctx.broker
     responses = []
+    endpoints: dict[int, dict] = {}
     sent = 0
     for t, own in topics:
         topic_bytes = sum(f.length for r in own for f in r.files)
@@ -313,12 +321,18 @@ def topic_answers(
         if topic_bytes and own[0].topic is not None:
             broker.metrics.record_out(own[0].topic, topic_bytes)
         entry: dict = {"partitions": [partition_answer(r, read_committed) for r in own]}
+        if version >= 12:  # KIP-951: partitions that moved name their new leader
+            for r, a in zip(own, entry["partitions"], strict=True):
+                if r.error in MOVED and r.topic is not None:
+                    a["current_leader"], endpoint = leader_hint(broker.image, r.topic, r.index)
+                    if endpoint is not None:
+                        endpoints[endpoint["node_id"]] = endpoint
         if version >= 13:
             entry["topic_id"] = t["topic_id"]
         else:
             entry["topic"] = t["topic"]
         responses.append(entry)
-    return responses, sent
+    return responses, sent, list(endpoints.values())
 
 
 HANDLERS: dict[int, Handler] = {apis.FETCH: fetch}

@@ -51,6 +51,22 @@ def brokers_of(brokers: Mapping[int, BrokerInfo]) -> list[dict]:
     return out
 
 
+def leader_hint(image: ClusterMetadata, topic: str, partition: int) -> tuple[dict, dict | None]:
+    """KIP-951: the partition's current leader and epoch for a NOT_LEADER_OR_FOLLOWER or
+    FENCED_LEADER_EPOCH answer, and the leader's endpoint (None when it has none), so a
+    client moves to the new leader without a Metadata round trip."""
+    try:
+        info = image.partition(topic, partition)
+    except SluiceError:
+        return {"leader_id": -1, "leader_epoch": -1}, None
+    broker = image.brokers.get(info.leader)
+    address = split_address(broker.kafka) if broker is not None and broker.kafka else None
+    leader = {"leader_id": info.leader if address else -1, "leader_epoch": info.leader_epoch}
+    if address is None or broker is None or broker.fenced:
+        return leader, None
+    return leader, {"node_id": broker.id, "host": address[0], "port": address[1], "rack": None}
+
+
 def live_ids(brokers: Mapping[int, BrokerInfo]) -> set[int]:
     """Brokers a client can use: with a Kafka listener and not fenced."""
     return {b.id for b in brokers.values() if b.kafka and not b.fenced}

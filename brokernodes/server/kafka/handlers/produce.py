@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from brokernodes.errors import SluiceError
 from brokernodes.records.header import ATTRIBUTES_AT, CONTROL_BIT, LENGTH_AT, TRANSACTIONAL_BIT
 from brokernodes.server.kafka.context import Handler, KafkaContext
+from brokernodes.server.kafka.handlers.metadata import leader_hint
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("sluice.kafka")
 
 ACKS = frozenset({0, 1, -1})  # -1: all in-sync replicas
+MOVED = frozenset({kerr.NOT_LEADER_OR_FOLLOWER, kerr.FENCED_LEADER_EPOCH})
 NO_TRANSACTIONS = (
     "transactions are not supported by this cluster yet; use an idempotent producer "
     "(enable.idempotence=true) without transactional.id"
@@ -143,7 +145,25 @@ async def produce(ctx: KafkaContext, header: RequestHeader, request: dict) -> di
         if failed:  # the producer reads no answer: closing makes it refresh its metadata
             ctx.transport.close()
         return None
-    return {"responses": topics, "throttle_time_ms": throttle}
+    answer = {"responses": topics, "throttle_time_ms": throttle}
+    if header.api_version >= 10:
+        answer["node_endpoints"] = add_leader_hints(ctx, topics)
+    return answer
+
+
+def add_leader_hints(ctx: KafkaContext, topics: list[dict]) -> list[dict]:
+    """KIP-951: partitions that moved name their new leader; its endpoint goes in the
+    answer's ``node_endpoints``."""
+    endpoints: dict[int, dict] = {}
+    image = None
+    for t in topics:
+        for a in t["partition_responses"]:
+            if a["error_code"] in MOVED:
+                image = image or ctx.broker.image
+                a["current_leader"], endpoint = leader_hint(image, t["name"], a["index"])
+                if endpoint is not None:
+                    endpoints[endpoint["node_id"]] = endpoint
+    return list(endpoints.values())
 
 
 async def init_producer_id(ctx: KafkaContext, header: RequestHeader, request: dict) -> dict:
