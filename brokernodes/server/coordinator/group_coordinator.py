@@ -10,6 +10,10 @@ counts to the groups and loads or drops shards as leadership moves.
 
 A request for a group whose partition another broker leads answers NOT_COORDINATOR naming that
 broker; one that arrives while the shard loads answers COORDINATOR_LOAD_IN_PROGRESS.
+
+A shard holds KIP-848 groups (``ConsumerGroup``) and classic groups (``ClassicGroup``, Kafka's
+JoinGroup/SyncGroup protocol) side by side; the classic requests, which park until their
+rebalance phase ends, are the ``ClassicGroupRequests`` mixin (``classic_requests.py``).
 """
 
 from __future__ import annotations

@@ -417,3 +417,24 @@ def test_unknown_errors_never_escape(coord, monkeypatch):
     monkeypatch.setattr(coord, "join_group", boom)
     a = call(h.join_group, Context(coord), apis.JOIN_GROUP, 9, join_fields())
     assert a["error_code"] == kerr.UNKNOWN_SERVER_ERROR
+
+
+class TenantContext(Context):
+    def authorize(self, op, rtype="cluster", name=""):
+        super().authorize(op, rtype, name)
+        return Principal("User:test", "k", "acme")
+
+
+def test_groups_are_qualified_by_the_callers_tenant(coord):
+    """The same group id in another tenant is another group: keys are ``<tenant>/<group>``
+    (and may live in another ``__consumer_offsets`` partition)."""
+    qualified = next(f"acme/t{i}" for i in range(100) if partition_for(f"acme/t{i}", 2) == 0)
+    name = qualified.split("/", 1)[1]
+    ctx = TenantContext(coord)
+    first = call(h.join_group, ctx, apis.JOIN_GROUP, 9, join_fields(name))
+    assert first["error_code"] == kerr.MEMBER_ID_REQUIRED
+    assert set(coord.shards[0].groups) == {qualified}
+    found = call(h.find_coordinator, ctx, apis.FIND_COORDINATOR, 3, {"key": name})
+    assert found["node_id"] == 1
+    other = call(h.describe_groups, Context(coord), apis.DESCRIBE_GROUPS, 5, {"groups": [name]})
+    assert other["groups"][0]["group_state"] in ("Dead", "")  # not visible without the tenant
