@@ -3,8 +3,11 @@ clients we did not write (librdkafka through confluent-kafka).
 
 Same control plane, controller, three brokers and flush policy as ``FaultCluster``; each
 broker also listens for Kafka's protocol on a port of its own, kept across restarts (a
-restarted broker comes back at the address librdkafka already knows). Links are direct
-(not proxied): these scenarios kill processes, they do not cut links.
+restarted broker comes back at the address librdkafka already knows). Kafka clients reach
+each listener through a ``LinkProxy`` (``kafka_net[b]``, the address the broker advertises
+in Metadata), so a scenario can lose answers on the way back (``drop_rate``) and make
+librdkafka retry batches the broker already wrote; replication and the control plane's
+links are direct.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import sys
 
 from tests.faults.cluster import BROKER_IDS, FaultCluster
+from tests.faults.proxy import LinkProxy
 from tests.integration.control_plane.conftest import ControlPlane, Proc, free_port
 from tests.integration.kafka.cp_kafka import sasl
 
@@ -20,10 +24,12 @@ class KafkaFaultCluster(FaultCluster):
     def __init__(self, cp: ControlPlane) -> None:
         super().__init__(cp, fsync=True, proxied=False)
         self.kafka_ports: dict[int, int] = {}
+        self.kafka_net: dict[int, LinkProxy] = {}
 
     def _start_broker(self, broker_id: int) -> Proc:
         port = self.ports[broker_id] = free_port()
         kafka_port = self.kafka_ports[broker_id] = free_port()
+        proxy = self.kafka_net[broker_id] = LinkProxy(kafka_port, seed=20 + broker_id).start()
         data = self.cp.workdir / f"broker-{broker_id}"
         argv = [
             sys.executable,
@@ -39,6 +45,8 @@ class KafkaFaultCluster(FaultCluster):
             str(data),
             "--kafka-port",
             str(kafka_port),
+            "--kafka-advertised",
+            f"127.0.0.1:{proxy.port}",
             *([] if self.fsync else ["--no-fsync"]),
         ]
         b = Proc(
@@ -55,10 +63,23 @@ class KafkaFaultCluster(FaultCluster):
         b.wait_ready()
         return b
 
+    def heal(self) -> None:
+        for proxy in self.kafka_net.values():
+            proxy.set_cut(False)
+            proxy.blackhole = False
+            proxy.drop_rate = 0.0
+            proxy.latency_s = 0.0
+        super().heal()
+
+    def close_proxies(self) -> None:
+        for proxy in self.kafka_net.values():
+            proxy.close()
+        super().close_proxies()
+
     @property
     def bootstrap(self) -> str:
-        """Every broker's Kafka listener, as ``bootstrap.servers``."""
-        return ",".join(f"127.0.0.1:{self.kafka_ports[b]}" for b in BROKER_IDS)
+        """Every broker's Kafka listener (through its proxy), as ``bootstrap.servers``."""
+        return ",".join(f"127.0.0.1:{self.kafka_net[b].port}" for b in BROKER_IDS)
 
     def confluent(self, **extra) -> dict:
         """confluent-kafka settings: SASL/PLAIN with the tenant's API key."""

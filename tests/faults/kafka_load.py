@@ -11,6 +11,7 @@ commit refused because a rebalance fenced the member) is retried and counted."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter, defaultdict
@@ -57,8 +58,11 @@ class KafkaLoadProducer:
                 "retry.backoff.ms": 50,
                 "retry.backoff.max.ms": 500,
                 "error_cb": self._error,
+                "statistics.interval.ms": 500,
+                "stats_cb": self._stats,
             }
         )
+        self.retries = 0  # produce requests librdkafka sent again (its statistics)
         self.sent = 0
         self.unflushed = 0
         self._stop = threading.Event()
@@ -69,6 +73,10 @@ class KafkaLoadProducer:
             self.fatal.append(str(error))
         else:
             self.errors[error.name()] += 1
+
+    def _stats(self, doc: str) -> None:
+        brokers = json.loads(doc).get("brokers", {}).values()
+        self.retries = max(self.retries, sum(b.get("txretries", 0) for b in brokers))
 
     def _delivered(self, error: KafkaError | None, msg) -> None:
         value = msg.value().decode()

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import KafkaException
 
-from tests.faults.cluster import FAULT_ENV, FaultTopic
+from tests.faults.cluster import BROKER_IDS, FAULT_ENV, SESSION_TIMEOUT_S, FaultTopic
 from tests.faults.conftest import long_run
 from tests.faults.history import History, Verdict
 from tests.faults.kafka_cluster import KafkaFaultCluster
@@ -43,7 +43,12 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaFau
     """Control plane, controller and three Kafka-listening brokers for this module."""
     with start_control_plane(tmp_path_factory.mktemp("kafka-faults"), FAULT_ENV) as cp:
         cluster = KafkaFaultCluster(cp)
-        yield cluster.start()
+        try:
+            yield cluster.start()
+        finally:
+            for b in cluster.brokers.values():
+                b.stop()
+            cluster.close_proxies()
 
 
 @pytest.fixture
@@ -181,6 +186,7 @@ def test_leader_killed_under_idempotent_producer(cluster: KafkaFaultCluster, rep
         client="confluent-kafka " + __import__("confluent_kafka").libversion()[0],
         killed=killed,
         librdkafka_errors=dict(run.producer.errors),
+        librdkafka_retries=run.producer.retries,
         tail_reads=run.tail.reads if run.tail else 0,
         tail_errors=dict(run.tail.errors) if run.tail else {},
     )
@@ -244,4 +250,107 @@ def test_group_coordinator_killed_under_consumer_group(cluster: KafkaFaultCluste
         group_offsets_moved_back=0,
         group_offsets_ahead=0,
         librdkafka_errors=dict(run.producer.errors),
+        librdkafka_retries=run.producer.retries,
+    )
+
+
+def test_leader_and_follower_killed_at_once(cluster: KafkaFaultCluster, report) -> None:
+    """kill -9 of a partition's leader and a follower at once under the idempotent
+    producer: the survivor leads every partition below min ISR (acks=all answers
+    NOT_ENOUGH_REPLICAS, which librdkafka retries) until the two restart and rejoin; then
+    everything acknowledged is there once, in order."""
+    run = KafkaRun(cluster, "kafka-kill-two")
+    time.sleep(PHASE_S)
+    cluster.wait_all_isr(run.topic, 3, timeout=30)
+    leader = cluster.wait_leader(run.topic)
+    victims = [leader, next(b for b in BROKER_IDS if b != leader)]
+    run.history.fault(f"kill -9 brokers {victims} at once")
+    for b in victims:
+        cluster.kill(b)
+    survivor = next(b for b in BROKER_IDS if b not in victims)
+    for p in range(PARTITIONS):
+        assert cluster.wait_leader(run.topic, p, not_in=victims, timeout=30) == survivor
+    killed_at = run.history.faults[-1][1]
+    time.sleep(PHASE_S)
+    during = run.history.acks_between(killed_at, time.monotonic())
+    # a record sent after the kill has one live replica until the others restart
+    late = [v for v in during if run.history.attempts[v][2] >= killed_at]
+    for b in victims:
+        cluster.restart(b)
+    time.sleep(PHASE_S)
+    verdict = run.finish()
+    run.assert_producer_kept_going(verdict)
+    run.assert_every_ack_read_once_in_order()
+    assert not late, f"sent after the kill, acknowledged by one live replica: {late[:10]}"
+    report(
+        verdict,
+        killed_at_once=victims,
+        acknowledged_while_two_down=len(during),
+        librdkafka_errors=dict(run.producer.errors),
+        librdkafka_retries=run.producer.retries,
+    )
+
+
+def test_paused_leader_under_idempotent_producer(cluster: KafkaFaultCluster, report) -> None:
+    """SIGSTOP of a leader past the session timeout while librdkafka has produce requests in
+    flight to it, then SIGCONT: a new leader takes over; requests the old one finds in its
+    socket backlog when it resumes must not be acknowledged, and the producer's retries of
+    them (same producer id and sequences, to the new leader) are written once, in order."""
+    run = KafkaRun(cluster, "kafka-pause-leader", tail=True)
+    time.sleep(PHASE_S)
+    cluster.wait_all_isr(run.topic, 3, timeout=30)
+    leader = cluster.wait_leader(run.topic)
+    run.history.fault(f"SIGSTOP broker {leader}")
+    cluster.pause(leader)
+    new = cluster.wait_leader(run.topic, not_in=(leader,), timeout=SESSION_TIMEOUT_S + 20)
+    time.sleep(PHASE_S)
+    cluster.resume(leader)
+    time.sleep(PHASE_S)
+    verdict = run.finish()
+    run.assert_producer_kept_going(verdict)
+    run.assert_every_ack_read_once_in_order()
+    report(
+        verdict,
+        paused=leader,
+        new_leader=new,
+        librdkafka_errors=dict(run.producer.errors),
+        librdkafka_retries=run.producer.retries,
+        tail_errors=dict(run.tail.errors) if run.tail else {},
+    )
+
+
+def test_lost_acknowledgements_and_a_leader_kill(cluster: KafkaFaultCluster, report) -> None:
+    """Produce answers lost on the way back (a share of the answer chunks dropped with the
+    connection closed, on every broker's Kafka link) while a leader is killed: librdkafka
+    retries batches the brokers already wrote, with the same producer id and sequences, to
+    the same leader or the new one; each is written once and its delivery report carries
+    the offsets of the first write."""
+    run = KafkaRun(cluster, "kafka-lost-answers")
+    time.sleep(PHASE_S)
+    run.history.fault("drop 10% of the Kafka answers")
+    for proxy in cluster.kafka_net.values():
+        proxy.drop_rate = 0.1
+    time.sleep(PHASE_S)
+    cluster.wait_all_isr(run.topic, 3, timeout=30)
+    leader = cluster.wait_leader(run.topic)
+    run.kill(leader)
+    cluster.wait_leader(run.topic, not_in=(leader,))
+    time.sleep(PHASE_S)
+    cluster.restart(leader)
+    time.sleep(PHASE_S)
+    dropped = sum(proxy.dropped for proxy in cluster.kafka_net.values())
+    for proxy in cluster.kafka_net.values():
+        proxy.drop_rate = 0.0
+    time.sleep(PHASE_S / 2)
+    verdict = run.finish()
+    assert dropped > 0, "no answer was dropped"
+    assert run.producer.retries > 0, "librdkafka retried no request"
+    run.assert_producer_kept_going(verdict)
+    run.assert_every_ack_read_once_in_order()
+    report(
+        verdict,
+        answers_dropped=dropped,
+        killed=leader,
+        librdkafka_errors=dict(run.producer.errors),
+        librdkafka_retries=run.producer.retries,
     )
