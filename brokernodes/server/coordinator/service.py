@@ -1,11 +1,13 @@
 """The group service: what the group routes do once a request is parsed and authorized.
 
-The HTTP handlers (``http.groups``, public and internal routes alike) parse, authorize and
-answer; the work behind them lives here, over the ``GroupCoordinator``: describing a group
-with its lag, listing the groups coordinated here, checking commits against log ends, and
-planning or applying offset resets. Log ends of partitions anywhere in the cluster come from
-the ``LogOffsetsReader`` it is given (``http.log_offsets.log_offsets`` bound to the broker),
-so this module does no HTTP of its own.
+The HTTP handlers (``http.groups``, public and internal routes alike) and the Kafka
+handlers (``kafka.handlers.groups``) parse, authorize and answer; the work behind them lives
+here, over the ``GroupCoordinator``: describing a group with its lag, listing the groups
+coordinated here (consumer-protocol and classic ones alike), checking admin commits against
+log ends, deleting offsets, and planning or applying offset resets. Log ends of partitions
+anywhere in the cluster come from the ``LogOffsetsReader`` it is given
+(``http.log_offsets.log_offsets`` bound to the broker), so this module does no HTTP of its
+own.
 
 Group ids are tenant-relative here; the service qualifies them (``<tenant>/<group>``).
 """
