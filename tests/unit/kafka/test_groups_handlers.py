@@ -136,6 +136,8 @@ def test_unchanged_fields_stay_unchanged():
         ({"server_assignor": "magic"}, (), kerr.UNSUPPORTED_ASSIGNOR),
         ({"subscribed_topic_regex": "^ord.*"}, (), kerr.INVALID_REQUEST),
         ({"group_id": ""}, (), kerr.INVALID_REQUEST),
+        ({"group_id": "g" * 250}, (), kerr.INVALID_GROUP_ID),
+        ({"member_id": "m" * 1025}, (), kerr.INVALID_REQUEST),
         ({}, [("READ", "group", "g")], kerr.GROUP_AUTHORIZATION_FAILED),
         ({"subscribed_topic_names": ["orders"]}, [("READ", "topic", "orders")], None),
     ],

@@ -43,9 +43,13 @@ def _failure(e: SluiceError) -> tuple[int, str]:
     return kerr.kafka_code(e), e.message
 
 
+MAX_GROUP_ID = 249  # as on HTTP, so every group made over Kafka can be named over REST
+MAX_MEMBER_ID = 1024
+
+
 def _group_id(group_id: str | None) -> str:
-    if not group_id:
-        raise InvalidGroupIdError("the group id must not be empty")
+    if not group_id or len(group_id) > MAX_GROUP_ID:
+        raise InvalidGroupIdError(f"group ids are 1..{MAX_GROUP_ID} characters")
     return group_id
 
 
@@ -64,7 +68,9 @@ async def _heartbeat(ctx: KafkaContext, request: dict) -> dict:
     group_id = request["group_id"]
     if not group_id:
         raise InvalidGroupRequestError("the group id must not be empty")
-    tenant = ctx.authorize("READ", "group", group_id).tenant
+    tenant = ctx.authorize("READ", "group", _group_id(group_id)).tenant
+    if len(request["member_id"]) > MAX_MEMBER_ID:
+        raise InvalidGroupRequestError(f"member ids are at most {MAX_MEMBER_ID} characters")
     if request.get("subscribed_topic_regex"):  # librdkafka sends "" for none
         raise InvalidGroupRequestError(
             "regular-expression subscriptions are not supported yet; subscribe to topic names"
