@@ -86,6 +86,7 @@ E2E_CONSUMER = {
     "enable.auto.commit": False,
 }
 E2E_RATE = 10_000  # records/s
+E2E_LOW_RATE = 1_000  # one more Kafka round at this rate, reported in the workload text
 E2E_WARMUP_S = 1.0
 
 
@@ -115,13 +116,17 @@ def _plan(quick: bool) -> Plan:
 
 
 def client_config(bootstrap: str, **extra) -> dict:
-    """librdkafka settings for a Sluice Kafka listener (SASL/PLAIN: key id and secret)."""
+    """librdkafka settings for a Sluice Kafka listener (SASL/PLAIN: key id and secret);
+    ``SLUICE_BENCH_KAFKA_DEBUG`` (e.g. ``protocol,fetch``) turns librdkafka's debug log on,
+    onto the client processes' stderr."""
+    debug = os.environ.get("SLUICE_BENCH_KAFKA_DEBUG")
     return {
         "bootstrap.servers": bootstrap,
         "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism": "PLAIN",
         "sasl.username": KEY_ID,
         "sasl.password": SECRET,
+        **({"debug": debug} if debug else {}),
         **extra,
     }
 
@@ -196,7 +201,10 @@ def fetch_worker(bootstrap: str, topic: str, records: int, timeout: float) -> di
         client_config(bootstrap, **FETCH_RECIPE, **{"group.id": f"bench-fetch-{os.getpid()}"})
     )
     try:
-        consumer.list_topics(topic, timeout=10)  # connect and authenticate before the clock
+        # connect, authenticate and reach the leader (ListOffsets) before the clock
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        if high != records:
+            raise RuntimeError(f"the partition holds {high} records, not {records}")
         cpu0 = _cpu()
         start = time.monotonic()
         deadline = start + timeout
@@ -288,7 +296,7 @@ def e2e_consume_worker(backend: str, target: str, key: str, count: int, timeout:
         consumer = Consumer(
             client_config(target, **E2E_CONSUMER, **{"group.id": f"bench-e2e-{os.getpid()}"})
         )
-        consumer.list_topics(key, timeout=10)
+        consumer.get_watermark_offsets(TopicPartition(key, 0), timeout=10)  # reach the leader
         consumer.assign([TopicPartition(key, 0, 0)])
         print("ready", flush=True)
         deadline = time.monotonic() + timeout
@@ -585,10 +593,21 @@ def _fetch_metric(broker, plan: Plan):
     )
 
 
-def _e2e_round(backend: str, target: str, key: str, seconds: float) -> dict:
-    """One round: the consumer process first (until it says ready), then the producer."""
-    count = int(E2E_RATE * seconds)
-    timeout = seconds + E2E_WARMUP_S + 30
+def _e2e_round(
+    backend: str,
+    target: str,
+    key: str,
+    seconds: float,
+    rate: int = E2E_RATE,
+    broker_pid: int | None = None,
+) -> dict:
+    """One round: the consumer process first (until it says ready), then the producer;
+    with ``broker_pid``, also the broker's CPU share while the producer process ran."""
+    from bench.broker import cpu_seconds
+
+    count = int(rate * seconds)
+    # room for a broker that falls behind the rate: a late record is slow, not lost
+    timeout = 4 * (seconds + E2E_WARMUP_S) + 30
     consumer = subprocess.Popen(
         _command("e2e-consume", backend, target, key, str(count), repr(timeout)),
         stdout=subprocess.PIPE,
@@ -602,9 +621,12 @@ def _e2e_round(backend: str, target: str, key: str, seconds: float) -> dict:
         line = consumer.stdout.readline() if ready else ""
         if line.strip() != "ready":
             raise RuntimeError(f"the {backend} e2e consumer did not start: {line!r}")
+        before, wall = (cpu_seconds(broker_pid), time.monotonic()) if broker_pid else (0, 0)
         produced = _run_worker(
-            "e2e-produce", backend, target, key, str(E2E_RATE), repr(seconds), timeout=timeout + 30
+            "e2e-produce", backend, target, key, str(rate), repr(seconds), timeout=timeout + 30
         )
+        if broker_pid:
+            busy = (cpu_seconds(broker_pid) - before) / (time.monotonic() - wall)
         out, err = consumer.communicate(timeout=timeout + 30)
         if consumer.returncode != 0:
             raise RuntimeError(f"the {backend} e2e consumer failed: {err[-3000:]}")
@@ -618,7 +640,11 @@ def _e2e_round(backend: str, target: str, key: str, seconds: float) -> dict:
             f"{backend} e2e: {produced['failed']} sends failed, "
             f"{received['received']} of {count} received"
         )
-    return {**received, "producer_cpu_s": produced["cpu_s"]}
+    return {
+        **received,
+        "producer_cpu_s": produced["cpu_s"],
+        **({"broker_busy": busy} if broker_pid else {}),
+    }
 
 
 def _e2e_metric(broker, plan: Plan):
@@ -629,8 +655,11 @@ def _e2e_metric(broker, plan: Plan):
     with redis_peer.redis_server() as port:
         for i in range(plan.e2e_rounds):
             redis_run = _e2e_round("redis", str(port), f"e2e-{i}", plan.e2e_seconds)
-            kafka_run = _e2e_round("kafka", broker.bootstrap, f"ke2e-{i}", plan.e2e_seconds)
+            kafka_run = _e2e_round(
+                "kafka", broker.bootstrap, f"ke2e-{i}", plan.e2e_seconds, broker_pid=broker.pid
+            )
             runs.append((redis_run, kafka_run))
+    low = _e2e_round("kafka", broker.bootstrap, "ke2e-low", plan.e2e_seconds, E2E_LOW_RATE)
     sluice_p99 = statistics.median(k["p99_ms"] for _, k in runs)
     redis_p99 = statistics.median(r["p99_ms"] for r, _ in runs)
     rounds = "; ".join(
@@ -640,7 +669,7 @@ def _e2e_metric(broker, plan: Plan):
     )
     producer = ", ".join(f"{k} {v}" for k, v in E2E_PRODUCER.items())
     consumer = ", ".join(f"{k} {v}" for k, v in E2E_CONSUMER.items())
-    per_s = plan.e2e_seconds
+    per_s = plan.e2e_seconds + E2E_WARMUP_S  # the clients' CPU covers the warm-up too
 
     def cpu(side: int, key: str) -> float:
         return statistics.median(run[side][key] for run in runs) / per_s
@@ -660,7 +689,10 @@ def _e2e_metric(broker, plan: Plan):
             f"p99 of {plan.e2e_rounds} rounds alternating with the peer (ms: {rounds}); "
             f"client CPU per second: producer {cpu(1, 'producer_cpu_s'):.2f} s, consumer "
             f"{cpu(1, 'cpu_s'):.2f} s (Redis's: {cpu(0, 'producer_cpu_s'):.2f} s, "
-            f"{cpu(0, 'cpu_s'):.2f} s)"
+            f"{cpu(0, 'cpu_s'):.2f} s), the broker's CPU share while the producer process "
+            f"ran {statistics.median(k['broker_busy'] for _, k in runs):.0%} (median); the "
+            f"same clients at {E2E_LOW_RATE:,} records/s, one round after them: p50 "
+            f"{low['p50_ms']:.2f} ms, p99 {low['p99_ms']:.2f} ms"
         ),
         peer=(
             "Redis XADD to XREAD BLOCK (redis-py; producer and consumer in processes of "
@@ -675,7 +707,9 @@ def _e2e_metric(broker, plan: Plan):
 def _versions() -> str:
     import confluent_kafka
 
-    return f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+    version = confluent_kafka.version()  # a string in 2.16, a (string, int) pair before
+    version = version if isinstance(version, str) else version[0]
+    return f"{version} (librdkafka {confluent_kafka.libversion()[0]})"
 
 
 def _topics(plan: Plan) -> dict[str, tuple[int, dict[str, str]]]:
@@ -683,6 +717,7 @@ def _topics(plan: Plan) -> dict[str, tuple[int, dict[str, str]]]:
         "kprod": (1, {}),
         "kfetch": (1, {}),
         "kfetch-small": (1, {}),
+        "ke2e-low": (1, {}),
     }
     for i in range(plan.e2e_rounds):
         topics[f"ke2e-{i}"] = (1, {})
