@@ -153,7 +153,10 @@ async def delete_topics(ctx: KafkaContext, header: RequestHeader, request: dict)
     results, gone = [], []
     for name, topic_id in wanted:
         result: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_message": None}
+        as_named = name if name is not None else topic_id
         try:
+            if as_named in twice:
+                raise AdminError(kerr.INVALID_REQUEST, "the request names this topic twice")
             if name is None and topic_id != ZERO_UUID:
                 topic = find_by_id(image, topic_id)
                 if topic is None:
@@ -161,8 +164,6 @@ async def delete_topics(ctx: KafkaContext, header: RequestHeader, request: dict)
                 name = result["name"] = topic.name
             if name is None:
                 raise AdminError(kerr.INVALID_REQUEST, "name a topic or its id")
-            if (name if result["name"] is not None else topic_id) in twice:
-                raise AdminError(kerr.INVALID_REQUEST, f"topic {name!r} is named more than once")
             _authorize(ctx, "DELETE", "topic", name)
             known = image.topics.get(name)
             answer = await call(ctx, "DELETE", topic_path(name))
