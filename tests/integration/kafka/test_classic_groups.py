@@ -358,3 +358,61 @@ def test_static_member_restart_keeps_its_partitions_without_a_rebalance(gbroker)
     finally:
         for c in consumers:
             c.close()
+
+
+def test_librdkafka_and_kafka_python_members_share_one_group(gbroker):
+    """Two different clients in one group: the coordinator picks the protocol both list
+    (range), the leader's assignor splits the partitions, each owned once."""
+    import threading
+
+    from kafka import KafkaConsumer
+
+    group = "classic-mixed"
+    stop = threading.Event()
+    python_owned: set[int] = set()
+    failures: list[BaseException] = []
+
+    def run_kafka_python() -> None:
+        try:
+            consumer = KafkaConsumer(
+                "wide",
+                **kafka_python_config(
+                    gbroker.bootstrap,
+                    group_id=group,
+                    enable_auto_commit=False,
+                    session_timeout_ms=6000,
+                    heartbeat_interval_ms=300,
+                ),
+            )
+            try:
+                while not stop.is_set():
+                    consumer.poll(timeout_ms=100)
+                    python_owned.clear()
+                    python_owned.update(tp.partition for tp in consumer.assignment())
+            finally:
+                consumer.close()
+        except BaseException as e:  # reported by the test thread
+            failures.append(e)
+
+    thread = threading.Thread(target=run_kafka_python, daemon=True)
+    thread.start()
+    c = member(gbroker, group, "range,roundrobin")
+    try:
+
+        def split() -> bool:
+            mine, theirs = owned(c), set(python_owned)
+            return (
+                bool(mine)
+                and bool(theirs)
+                and mine | theirs == set(range(WIDE))
+                and (not mine & theirs)
+            )
+
+        poll_until([c], split)
+        status, desc = rest(gbroker, "GET", f"/{group}")
+        assert status == 200 and desc["assignor"] == "range" and len(desc["members"]) == 2
+    finally:
+        c.close()
+        stop.set()
+        thread.join(TIMEOUT_S)
+    assert not failures and not thread.is_alive()
