@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AclOperation, AdminClient
 from kafka import KafkaConsumer
 
 from tests.integration.kafka.conftest import confluent_config, kafka_python_config, kcat_args
@@ -51,3 +52,19 @@ def test_cluster_metadata_names_every_broker_and_replica(kafka_cluster):
     assert md.controller_id == 1
     for p in md.topics["orders"].partitions.values():
         assert sorted(p.replicas) == [1, 2, 3] and p.leader in (1, 2, 3)
+
+
+def test_confluent_describe_topics_with_authorized_operations(kafka_broker):
+    admin = AdminClient(confluent_config(kafka_broker.bootstrap))
+    futures = admin.describe_topics(
+        TopicCollection(["orders"]), include_authorized_operations=True, request_timeout=15
+    )
+    desc = futures["orders"].result(15)
+    assert [p.id for p in desc.partitions] == [0, 1, 2]
+    assert desc.topic_id is not None
+    assert {
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.DESCRIBE,
+        AclOperation.ALTER_CONFIGS,
+    } <= set(desc.authorized_operations)

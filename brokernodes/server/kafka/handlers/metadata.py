@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from brokernodes.errors import SluiceError
+from brokernodes.server.kafka.acl_codes import operation_bit
 from brokernodes.server.kafka.context import Handler, KafkaContext
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
@@ -142,6 +143,31 @@ def find_by_id(image: ClusterMetadata, topic_id: bytes) -> TopicInfo | None:
     return topics_by_id(image).get(topic_id)
 
 
+TOPIC_OPERATIONS = (
+    "READ",
+    "WRITE",
+    "CREATE",
+    "DELETE",
+    "ALTER",
+    "DESCRIBE",
+    "DESCRIBE_CONFIGS",
+    "ALTER_CONFIGS",
+)
+
+
+def topic_operations(ctx: KafkaContext, name: str) -> int:
+    """Kafka's bit field of the operations the caller may perform on a topic (asked for
+    with ``include_topic_authorized_operations``, v8+)."""
+    bits = 0
+    for op in TOPIC_OPERATIONS:
+        try:
+            ctx.authorize(op, "topic", name)
+        except SluiceError:
+            continue
+        bits |= operation_bit(op)
+    return bits
+
+
 def requested_names(version: int, topics: list | None) -> list[dict] | None:
     """The request's topics, or None for "every topic" (v0: an empty list; v1+: null)."""
     if topics is None or (version == 0 and not topics):
@@ -201,6 +227,10 @@ async def metadata(ctx: KafkaContext, header: RequestHeader, request: dict) -> d
                 topics_out.append(error_topic(kerr.UNKNOWN_TOPIC_OR_PARTITION, name, topic_id))
                 continue
             topics_out.append(topic_entry(topic, live, up, isr_of))
+    if header.api_version >= 8 and request["include_topic_authorized_operations"]:
+        for entry in topics_out:
+            if entry["error_code"] == kerr.NONE:
+                entry["topic_authorized_operations"] = topic_operations(ctx, entry["name"])
     return {
         "throttle_time_ms": 0,
         "brokers": brokers_of(image.brokers),
