@@ -288,7 +288,9 @@ async def offset_commit(ctx: KafkaContext, header: RequestHeader, request: dict)
         try:
             if generation < 0 and instance_id is None:
                 # a standalone commit (no group membership), checked against the log ends
-                await _service(ctx).commit(tenant, request["group_id"], None, -1, offsets, None)
+                await _service(ctx).commit(
+                    tenant, request["group_id"], None, -1, offsets, ctx.auth_header
+                )
             else:
                 await groups.commit(
                     qualified, member_id, generation, offsets, None, instance_id=instance_id
