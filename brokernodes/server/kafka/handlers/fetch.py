@@ -24,7 +24,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from brokernodes.errors import KafkaStorageError, OffsetOutOfRangeError, SluiceError
+from brokernodes.errors import OffsetOutOfRangeError, SluiceError
 from brokernodes.server.http.sendfile import close_slices, open_slices
 from brokernodes.server.kafka.context import FileRecords, Handler, KafkaContext
 from brokernodes.server.kafka.handlers.metadata import INTERNAL_TOPICS, leader_hint, topics_by_id
@@ -148,12 +148,18 @@ class FetchPlan:
                 total += size
         return total
 
+    @property
+    def waitable(self) -> list[Partition]:
+        """The partitions whose new data could complete the long poll."""
+        return [
+            r.partition
+            for r in self.reads
+            if r.partition is not None and r.error == kerr.NONE and r.diverging is None
+        ]
+
     async def wait(self, timeout: float) -> None:
         """Until new data is readable in any partition read, or ``timeout``."""
-        waiting = [r.partition for r in self.reads if r.partition is not None and r.error == 0]
-        if not waiting:
-            await asyncio.sleep(timeout)
-            return
+        waiting = self.waitable
         if len(waiting) == 1:
             await waiting[0].wait_for_data(timeout)
             return
@@ -188,7 +194,7 @@ class FetchPlan:
                     continue
                 opened = open_slices(data.slices)
             if opened is None:
-                r.error, r.data = kerr.kafka_code(KafkaStorageError("")), None
+                r.error, r.data = kerr.KAFKA_STORAGE_ERROR, None
                 continue
             records = FileRecords(opened, sum(s.length for s in opened))
             self.ctx.open_files.append(records)  # the connection closes them
@@ -286,7 +292,13 @@ async def fetch(ctx: KafkaContext, header: RequestHeader, request: dict) -> dict
     while True:
         total = await plan.read_all()
         remaining = deadline - loop.time()
-        if total >= min_bytes or remaining <= 0 or plan.failed or broker.stopping:
+        if (
+            total >= min_bytes
+            or remaining <= 0
+            or plan.failed
+            or broker.stopping
+            or not plan.waitable  # nothing to wait for (e.g. every topic refused)
+        ):
             break
         await plan.wait(remaining)
     await plan.open_files()
