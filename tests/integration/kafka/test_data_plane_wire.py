@@ -23,7 +23,13 @@ def kbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
     try:
         yield launcher(
             kafka=True,
-            topics={"w": (2, {}), "ts": (1, {}), "poll": (2, {}), "p": (1, {})},
+            topics={
+                "w": (2, {}),
+                "ts": (1, {}),
+                "poll": (2, {}),
+                "p": (1, {}),
+                "__consumer_offsets": (1, {}),
+            },
         )
     finally:
         launcher.close()
@@ -105,6 +111,8 @@ def test_produce_answers_offsets_and_errors_per_partition(wire):
     )
     assert txn["error_code"] == kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert "transactions are not supported" in txn["error_message"]
+    internal = produce(wire, "__consumer_offsets", 0, batch([b"x"]))
+    assert internal["error_code"] == kerr.INVALID_TOPIC_EXCEPTION
     named = produce(wire, "w", 0, batch([b"t"]), transactional_id="tx")
     assert named["error_code"] == kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     # nothing of the refused requests was appended

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from brokernodes.errors import SluiceError
 from brokernodes.records.header import ATTRIBUTES_AT, CONTROL_BIT, LENGTH_AT, TRANSACTIONAL_BIT
 from brokernodes.server.kafka.context import Handler, KafkaContext
-from brokernodes.server.kafka.handlers.metadata import leader_hint
+from brokernodes.server.kafka.handlers.metadata import INTERNAL_TOPICS, leader_hint
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
 
@@ -121,6 +121,8 @@ async def produce(ctx: KafkaContext, header: RequestHeader, request: dict) -> di
             code, message = kerr.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1 (all), not {acks}"
         elif transactional:
             code, message = kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONS
+        elif name in INTERNAL_TOPICS:  # the broker's own state: never written by clients
+            code, message = kerr.INVALID_TOPIC_EXCEPTION, f"{name} is an internal topic"
         else:
             try:
                 principal = ctx.authorize("WRITE", "topic", name)
