@@ -203,7 +203,10 @@ class KafkaConnection:
             body = await handler(self.ctx, header, request)
         except AuthenticationFailed as e:
             await self._send(encode_response(header, e.body))
-            raise CloseConnection(e.body.get("error_message") or "authentication failed") from None
+            # the one log line of a failed SASL exchange (the connection closes after it)
+            raise CloseConnection(
+                f"SASL authentication failed: {e.body.get('error_message')}"
+            ) from None
         except UnauthenticatedError as e:
             raise CloseConnection(f"key no longer valid: {e.message}") from None
         finally:

@@ -3,16 +3,12 @@ connection may send before it has authenticated."""
 
 from __future__ import annotations
 
-import logging
-
 from brokernodes.errors import SluiceError
 from brokernodes.server.kafka.context import Handler, KafkaContext
 from brokernodes.server.kafka.sasl import MECHANISMS, SaslError, parse_plain
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
 from brokernodes.server.protocol.kafka.frames import RequestHeader
-
-logger = logging.getLogger("sluice.kafka")
 
 
 def api_versions_body(error_code: int = kerr.NONE) -> dict:
@@ -71,7 +67,6 @@ async def sasl_authenticate(ctx: KafkaContext, header: RequestHeader, request: d
         authenticate(ctx, request["auth_bytes"] or b"")
     except (SaslError, SluiceError) as e:
         message = e.message if isinstance(e, SluiceError) else str(e)
-        logger.info("SASL authentication failed from %s: %s", ctx.peer_host, message)
         raise AuthenticationFailed(
             {"error_code": kerr.SASL_AUTHENTICATION_FAILED, "error_message": message}
         ) from None
