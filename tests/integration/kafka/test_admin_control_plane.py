@@ -87,7 +87,11 @@ def test_confluent_topics_configs_and_partitions(cp, acme):
     dry = admin.create_topics([NewTopic("dry", 2, 1)], validate_only=True, request_timeout=T)
     assert dry["dry"].result(T) is None
 
-    topics = admin.list_topics(timeout=T).topics
+    # (the creating broker knew at once; another may learn a moment later)
+    topics = eventually(
+        "both topics everywhere",
+        lambda: (t := admin.list_topics(timeout=T).topics).keys() >= {"orders", "events"} and t,
+    )
     assert {"orders", "events"} <= set(topics) and "dry" not in topics
     assert len(topics["orders"].partitions) == 3
 
@@ -136,7 +140,7 @@ def test_confluent_topics_configs_and_partitions(cp, acme):
 
     deleted = admin.delete_topics(["events"], operation_timeout=T, request_timeout=T)
     assert deleted["events"].result(T) is None
-    assert "events" not in admin.list_topics(timeout=T).topics
+    eventually("events gone", lambda: "events" not in admin.list_topics(timeout=T).topics)
     gone = admin.delete_topics(["events"], request_timeout=T)["events"]
     assert kafka_code(gone) == KafkaError.UNKNOWN_TOPIC_OR_PART
 
@@ -262,7 +266,7 @@ def test_kafka_python_admin(cp, acme):
         )
         with pytest.raises(TopicAlreadyExistsError):
             admin.create_topics({"kp": {"num_partitions": 1}})
-        assert "kp" in admin.list_topics()
+        eventually("kp everywhere", lambda: "kp" in admin.list_topics())
 
         resource = ConfigResource(ConfigResourceType.TOPIC, "kp")
         modified = admin.describe_configs([resource])["topic"]["kp"]
@@ -333,7 +337,8 @@ def test_kafka_python_admin(cp, acme):
         assert "ALTER" not in cluster["authorized_operations"]
 
         admin.delete_topics(["kp"])
-        assert "kp" not in admin.list_topics()
+        # the answering broker's metadata shows it at once, the others' a moment later
+        eventually("kp gone on every broker", lambda: "kp" not in admin.list_topics())
     finally:
         admin.close()
     after = audit_actions(cp, acme)
