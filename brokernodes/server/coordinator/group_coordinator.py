@@ -139,6 +139,8 @@ class GroupCoordinator(ClassicGroupRequests):
         self._tasks.append(asyncio.create_task(self._timer(), name="sluice-group-timer"))
 
     async def close(self) -> None:
+        for shard in self.shards.values():  # parked classic requests: find a coordinator
+            self._fail_waiters(shard, "COORDINATOR_NOT_AVAILABLE")
         for t in [*self._tasks, *self._loads]:
             t.cancel()
         for t in [*self._tasks, *self._loads]:

@@ -227,3 +227,14 @@ def test_a_parked_join_is_answered_by_the_timer_and_a_retry_replaces_it(coord):
         assert answer.error is None and answer.generation_id == 1 and answer.leader == a
 
     asyncio.run(scenario())
+
+
+def test_closing_the_coordinator_answers_parked_joins(coord):
+    async def scenario():
+        a = await new_member(coord)
+        parked = asyncio.create_task(join(coord, a))  # waits for the initial delay
+        await asyncio.sleep(0.01)
+        await coord.close()
+        assert (await asyncio.wait_for(parked, 5)).error == "COORDINATOR_NOT_AVAILABLE"
+
+    asyncio.run(scenario())
