@@ -117,10 +117,15 @@ def test_confluent_errors_are_per_partition(kbroker):
     assert reports[0].name() in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_MSG_TIMED_OUT")
 
 
-@pytest.mark.parametrize("codec", [None, "gzip", "lz4", "zstd"])
-def test_kafka_python_produce(kbroker, codec):
+@pytest.mark.parametrize(
+    ("codec", "acks", "idempotent"),
+    [(None, 0, False), ("gzip", 1, False), ("lz4", "all", False), ("zstd", "all", True)],
+)
+def test_kafka_python_produce(kbroker, codec, acks, idempotent):
     producer = KafkaProducer(
-        **kafka_python_config(kbroker.bootstrap, acks="all", compression_type=codec)
+        **kafka_python_config(
+            kbroker.bootstrap, acks=acks, compression_type=codec, enable_idempotence=idempotent
+        )
     )
     try:
         before = len(records(kbroker, "kp"))
@@ -128,13 +133,18 @@ def test_kafka_python_produce(kbroker, codec):
             producer.send("kp", b"kp-%d" % i, key=b"key", headers=[("a", b"1")]) for i in range(20)
         ]
         metas = [f.get(timeout=15) for f in futures]
+        producer.flush(timeout=10)
     finally:
         producer.close(timeout=10)
-    assert [m.offset for m in metas] == list(range(before, before + 20))
+    if acks != 0:  # acks=0: the client learns no offsets
+        assert [m.offset for m in metas] == list(range(before, before + 20))
     got = records(kbroker, "kp")[before:]
     assert [(r.key, r.value, r.headers) for r in got] == [
         (b"key", b"kp-%d" % i, [("a", b"1")]) for i in range(20)
     ]
+    if idempotent:
+        _, _, body = fetch_binary(kbroker, "kp", 0, before)
+        assert all(b.header.producer_id >= 0 for b in decode_batches(body))
 
 
 def test_keys_land_on_the_partition_kafka_would_choose(kbroker):
