@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from kafka import KafkaProducer
+from kafka.errors import TransactionalIdAuthorizationFailedError
 
 from brokernodes.records.batch import decode_batches
 from harness.broker import BrokerLauncher, BrokerProcess
@@ -31,6 +32,7 @@ def kbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
                 "kp": (1, {}),
                 "multi": (4, {}),
                 "small": (1, {"max.message.bytes": "2048"}),
+                "__consumer_offsets": (1, {}),  # the coordinators' (FindCoordinator)
             },
         )
     finally:
@@ -115,6 +117,21 @@ def test_confluent_errors_are_per_partition(kbroker):
     producer.flush(10)
     assert reports and reports[0] is not None
     assert reports[0].name() in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_MSG_TIMED_OUT")
+
+
+def test_transactions_are_refused_clearly(kbroker):
+    producer = Producer(confluent_config(kbroker.bootstrap, **{"transactional.id": "tx-1"}))
+    with pytest.raises(KafkaException) as e:
+        producer.init_transactions(10)
+    error = e.value.args[0]
+    assert error.fatal() and error.name() == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    assert "transactions are not supported" in error.str()
+    kp = KafkaProducer(**kafka_python_config(kbroker.bootstrap, transactional_id="tx-2"))
+    try:
+        with pytest.raises(TransactionalIdAuthorizationFailedError):
+            kp.init_transactions()
+    finally:
+        kp.close(timeout=5)
 
 
 @pytest.mark.parametrize(
