@@ -259,3 +259,29 @@ def test_confluent_long_poll(kbroker):
         assert m.value() == b"w" and time.monotonic() - started < 3
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("fetch_path", ["sendfile", "copy"])
+def test_fetch_across_many_segments(kafka_launcher, fetch_path):
+    # small segments: one fetch answer spans many segment files (one slice each)
+    broker = kafka_launcher(
+        kafka=True,
+        topics={"roll": (1, {"segment.bytes": "4096"})},
+        extra_args=["--fetch-path", fetch_path],
+    )
+    values = [b"%04d-" % i + b"r" * 200 for i in range(400)]
+    producer = Producer(confluent_config(broker.bootstrap))
+    for start in range(0, 400, 10):  # a batch of 10 per request: ~2 batches a segment
+        for v in values[start : start + 10]:
+            producer.produce("roll", v)
+        assert producer.flush(TIMEOUT_S) == 0
+    segments = list((broker.data_dir / "roll-0").glob("*.log"))
+    assert len(segments) > 10
+    consumer = confluent_consumer(broker)
+    try:
+        consumer.assign([TopicPartition("roll", 0, 0)])
+        got = consume(consumer, 400)
+    finally:
+        consumer.close()
+    assert [m.value() for m in got] == values
+    assert [m.offset() for m in got] == list(range(400))
