@@ -33,6 +33,7 @@ def kbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
                 "codecs": (1, {}),
                 "sub": (2, {}),
                 "wait": (1, {}),
+                "reset": (1, {}),
                 "__consumer_offsets": (1, {}),  # the group coordinator's
             },
         )
@@ -285,3 +286,17 @@ def test_fetch_across_many_segments(kafka_launcher, fetch_path):
         consumer.close()
     assert [m.value() for m in got] == values
     assert [m.offset() for m in got] == list(range(400))
+
+
+def test_out_of_range_offsets_reset_as_configured(kbroker):
+    produce(kbroker, "reset", [{"value": b"r%d" % i} for i in range(5)])
+    for reset, expected in (("earliest", [b"r0", b"r1"]), ("latest", [b"after"])):
+        consumer = confluent_consumer(kbroker, **{"auto.offset.reset": reset})
+        try:
+            consumer.assign([TopicPartition("reset", 0, 10_000)])  # past the end
+            if reset == "latest":
+                assert consume_for(consumer, 1.5) == []
+                produce(kbroker, "reset", [{"value": b"after"}])
+            assert [m.value() for m in consume(consumer, len(expected))] == expected
+        finally:
+            consumer.close()
