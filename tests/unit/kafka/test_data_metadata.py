@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import uuid
+
 from brokernodes.server.kafka.handlers.metadata import (
     brokers_of,
     controller_of,
+    leader_hint,
     live_ids,
     partition_entry,
     requested_names,
     split_address,
+    topics_by_id,
     up_ids,
 )
-from brokernodes.server.metadata.cluster import BrokerInfo, PartitionInfo
+from brokernodes.server.metadata.cluster import BrokerInfo, PartitionInfo, parse_metadata
 from brokernodes.server.protocol.kafka import errors as kerr
 
 BROKERS = {
@@ -70,3 +74,43 @@ def test_which_topics_a_request_names():
     assert requested_names(1, None) is None
     assert requested_names(1, []) == []
     assert requested_names(4, [{"name": "a"}]) == [{"name": "a"}]
+
+
+def image():
+    return parse_metadata(
+        {
+            "cluster_id": "c",
+            "broker_id": 1,
+            "brokers": [
+                {"id": 1, "url": "http://a", "kafka": "a:9092"},
+                {"id": 2, "url": "http://b"},
+            ],
+            "topics": [
+                {
+                    "name": "t",
+                    "topic_id": "6f1c8d52-4d0e-4f0b-9b7c-2f8e3c1d0a11",
+                    "partitions": 2,
+                    "leaders": [1, 2],
+                    "leader_epochs": [3, 4],
+                }
+            ],
+        }
+    )
+
+
+def test_leader_hints_name_reachable_leaders_only():
+    img = image()
+    leader, endpoint = leader_hint(img, "t", 0)
+    assert leader == {"leader_id": 1, "leader_epoch": 3}
+    assert endpoint == {"node_id": 1, "host": "a", "port": 9092, "rack": None}
+    leader, endpoint = leader_hint(img, "t", 1)  # broker 2 has no Kafka listener
+    assert (leader, endpoint) == ({"leader_id": -1, "leader_epoch": 4}, None)
+    assert leader_hint(img, "nope", 0) == ({"leader_id": -1, "leader_epoch": -1}, None)
+
+
+def test_topics_by_id():
+    img = image()
+    tid = uuid.UUID("6f1c8d52-4d0e-4f0b-9b7c-2f8e3c1d0a11").bytes
+    assert topics_by_id(img)[tid].name == "t"
+    assert topics_by_id(img) is topics_by_id(img)  # computed once per image
+    assert bytes(16) not in topics_by_id(img)
