@@ -34,6 +34,7 @@ from brokernodes.groups import (
 )
 from brokernodes.groups.classic import ClassicGroup
 from brokernodes.groups.lag import offset_lag, time_lag_ms
+from brokernodes.server.auth import current_client_host
 from brokernodes.server.coordinator.group_coordinator import now_ms
 from brokernodes.server.coordinator.offsets_topic import qualify, unqualify
 from brokernodes.server.protocol.log_offsets import LogOffsets, Query
@@ -69,6 +70,12 @@ def health(members: int, total_lag: int, max_time_lag: int | None, has_offsets: 
     if t >= HEALTH_WARN_MS:
         return "WARN"
     return "OK"
+
+
+def bare_host(host: str | None) -> str | None:
+    """A member's IP address without the leading ``/`` Kafka's describe shows
+    (``InetAddress.toString``); ``None`` when unknown."""
+    return (host.removeprefix("/") or None) if host else None
 
 
 def require_inactive(group) -> None:
@@ -141,8 +148,10 @@ class GroupService:
         **options,
     ) -> HeartbeatResponse:
         """ConsumerGroupHeartbeat; remembers the member's client id and host for describe
-        (and forgets them when it leaves)."""
+        (and forgets them when it leaves). Without ``client_host``, the address the request
+        came from (which both fronts set for the ACLs' host match)."""
         qualified = qualify(tenant, group_id)
+        client_host = client_host or current_client_host.get()
         response = await self.coordinator.heartbeat(qualified, member_id, member_epoch, **options)
         key = (qualified, response.member_id)
         if response.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
@@ -289,11 +298,12 @@ class GroupService:
         members = []
         desc = group.describe() if group is not None else {}
         for m in desc.get("members", []):
+            key = (qualified, m["member_id"])
             members.append(
                 {
                     "member_id": m["member_id"],
-                    "client_id": m.get("client_id")
-                    or coordinator.client_ids.get((qualified, m["member_id"])),
+                    "client_id": m.get("client_id") or coordinator.client_ids.get(key),
+                    "client_host": bare_host(m.get("client_host") or self.client_hosts.get(key)),
                     "instance_id": m["instance_id"],
                     "member_epoch": m["member_epoch"],
                     "state": m["state"],
@@ -333,6 +343,7 @@ class GroupService:
             out.append(
                 {
                     "group_id": gid,
+                    "type": d["type"],
                     "state": d["state"],
                     "members": len(d["members"]),
                     "total_lag": d["total_lag"],

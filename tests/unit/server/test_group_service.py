@@ -22,7 +22,8 @@ from brokernodes.groups import (
 )
 from brokernodes.groups.classic import ClassicGroup
 from brokernodes.groups.offsets import OffsetStore
-from brokernodes.server.coordinator.service import GroupService
+from brokernodes.server.auth import current_client_host
+from brokernodes.server.coordinator.service import GroupService, bare_host
 from brokernodes.server.metadata.cluster import parse_metadata
 from brokernodes.server.protocol.log_offsets import LogOffsets
 
@@ -65,6 +66,9 @@ class StandInCoordinator:
 
     def local_groups(self, tenant):
         return sorted(set(self.shard.groups) | self.shard.offsets.groups())
+
+    def coordinator(self, qualified):
+        return SimpleNamespace(broker_id=1)
 
 
 class Reader:
@@ -227,3 +231,60 @@ def test_member_clients_are_remembered_until_the_member_leaves():
     assert GroupService(coordinator, reader).member_client(None, "g", "m") == ("app", "10.0.0.1")
     asyncio.run(service.heartbeat(None, "g", "m", -1))
     assert service.member_client(None, "g", "m") == (None, None)
+
+
+def _classic_group(gid: str) -> ClassicGroup:
+    member = {
+        "member_id": "c-1",
+        "instance_id": None,
+        "client_id": "rdkafka",
+        "client_host": "/10.0.0.7",
+        "session_timeout_ms": 10_000,
+        "rebalance_timeout_ms": 10_000,
+        "subscription": b"",
+        "assignment": b"",
+    }
+    doc = {"protocol_type": "consumer", "generation": 3, "protocol": "range", "members": [member]}
+    return ClassicGroup.restore(gid, doc, 0)
+
+
+def test_describe_names_the_type_the_kafka_state_and_each_members_host():
+    coordinator, reader = StandInCoordinator(), Reader()
+    coordinator.heartbeat = lambda *a, **k: asyncio.sleep(0, HeartbeatResponse("m", 1, 5000))
+    service = GroupService(coordinator, reader)
+    coordinator.shard.groups["active"] = _member_group(["t"])
+    coordinator.shard.groups["classic"] = _classic_group("classic")
+
+    async def heartbeat_from(host: str) -> None:  # a front sets the peer's address
+        current_client_host.set(host)
+        await service.heartbeat(None, "active", "m", 1, client_id="sdk")
+
+    asyncio.run(heartbeat_from("10.0.0.8"))
+    active = asyncio.run(service.describe(None, "active", None))
+    assert (active["type"], active["state"]) == ("consumer", "STABLE")
+    [m] = active["members"]
+    assert (m["client_id"], m["client_host"]) == ("sdk", "10.0.0.8")
+
+    classic = asyncio.run(service.describe(None, "classic", None))
+    assert (classic["type"], classic["state"], classic["group_epoch"]) == ("classic", "STABLE", 3)
+    [m] = classic["members"]
+    assert (m["client_id"], m["client_host"]) == ("rdkafka", "10.0.0.7")  # no leading "/"
+
+    # a second member joins: the classic group prepares a rebalance (Kafka's state names)
+    coordinator.shard.groups["classic"].join(
+        1,
+        member_id="",
+        protocol_type="consumer",
+        protocols=[("range", b"")],
+        session_timeout_ms=10_000,
+    )
+    summaries = {s["group_id"]: s for s in asyncio.run(service.list_summaries(None, None))}
+    assert {g: (s["type"], s["state"]) for g, s in summaries.items()} == {
+        "active": ("consumer", "STABLE"),
+        "classic": ("classic", "PREPARING_REBALANCE"),
+    }
+
+
+def test_bare_host():
+    assert bare_host("/127.0.0.1") == "127.0.0.1" and bare_host("::1") == "::1"
+    assert bare_host("") is None and bare_host(None) is None and bare_host("/") is None
