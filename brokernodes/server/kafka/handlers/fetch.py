@@ -63,7 +63,8 @@ class PartitionRead:
     last_fetched_epoch: int = -1
     partition: Partition | None = None
     error: int = kerr.NONE
-    data: FetchData | None = None
+    data: FetchData | None = None  # batches to send from the segment files
+    tail: bytes | None = None  # or the batches just appended, from memory (the live tail)
     diverging: tuple[int, int] | None = None  # (epoch, end offset) of a diverged log
     bounds: tuple[int, int] = (-1, -1)  # (high watermark, log start) for an error answer
     files: list = field(default_factory=list)
@@ -119,13 +120,23 @@ class FetchPlan:
         for r in self.reads:
             if r.error != kerr.NONE or r.diverging is not None:
                 continue
-            r.data = None
+            r.data = r.tail = None
+            limit = max(0, min(r.max_bytes, remaining))
+            p = r.partition
+            tail = p.read_tail(r.offset, limit) if p is not None and limit else None
+            if tail is not None:  # a consumer at the end: no file to open, no sendfile
+                log = p.log  # type: ignore[union-attr]
+                r.tail, r.bounds = tail, (log.high_watermark, log.log_start_offset)
+                first = False
+                remaining -= len(tail)
+                total += len(tail)
+                continue
             try:
                 data = await replicas.fetch(
                     r.topic,  # type: ignore[arg-type]
                     r.index,
                     r.offset,
-                    max_bytes=max(0, min(r.max_bytes, remaining)),
+                    max_bytes=limit,
                     min_bytes=0,
                     min_one_batch=first,
                 )
@@ -209,6 +220,11 @@ def partition_answer(r: PartitionRead, read_committed: bool) -> dict:
         "preferred_read_replica": -1,
         "records": b"",
     }
+    if r.tail is not None and r.error == kerr.NONE:
+        answer["high_watermark"] = answer["last_stable_offset"] = r.bounds[0]
+        answer["log_start_offset"] = r.bounds[1]
+        answer["records"] = r.tail
+        return answer
     data = r.data
     if data is not None and r.error == kerr.NONE:
         # no transactions: the last stable offset is the high watermark
@@ -328,7 +344,9 @@ def topic_answers(
     endpoints: dict[int, dict] = {}
     sent = 0
     for t, own in topics:
-        topic_bytes = sum(f.length for r in own for f in r.files)
+        topic_bytes = sum(f.length for r in own for f in r.files) + sum(
+            len(r.tail) for r in own if r.tail is not None
+        )
         sent += topic_bytes
         if topic_bytes and own[0].topic is not None:
             broker.metrics.record_out(own[0].topic, topic_bytes)
