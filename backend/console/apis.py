@@ -29,6 +29,11 @@ NAME_PARAM = OpenApiParameter("name", str, OpenApiParameter.PATH, description="t
 class ConsoleBrokerSerializer(serializers.Serializer):
     broker_id = serializers.IntegerField()
     url = serializers.CharField()
+    kafka = serializers.CharField(
+        allow_null=True,
+        help_text="its Kafka listener as clients reach it ('host:port', SASL/PLAIN with an "
+        "API key); null: it has none",
+    )
     live = serializers.BooleanField()
     last_heartbeat_at = serializers.DateTimeField()
     registered_at = serializers.DateTimeField()

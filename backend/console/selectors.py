@@ -37,6 +37,7 @@ def broker_list(*, organisation) -> list[dict]:
         {
             "broker_id": b.broker_id,
             "url": b.url,
+            "kafka": b.kafka or None,
             "live": b.broker_id in live,
             "last_heartbeat_at": b.last_heartbeat_at,
             "registered_at": b.registered_at,

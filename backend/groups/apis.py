@@ -14,6 +14,28 @@ from backend.tenancy.permissions import TenantAPIView
 
 TAGS = ["groups"]
 HEALTH = ["OK", "WARN", "ERR", "STALL", "STOP", "EMPTY"]
+GROUP_TYPES = ["consumer", "classic"]
+# consumer (KIP-848) groups: EMPTY, ASSIGNING, RECONCILING, STABLE; classic groups: EMPTY,
+# PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD (Kafka's states, upper snake case)
+GROUP_STATES = [
+    "EMPTY",
+    "ASSIGNING",
+    "RECONCILING",
+    "PREPARING_REBALANCE",
+    "COMPLETING_REBALANCE",
+    "STABLE",
+    "DEAD",
+]
+TYPE_HELP = (
+    "consumer: Kafka's consumer protocol (KIP-848: REST, WebSocket, the SDK, Kafka clients "
+    "with group.protocol=consumer); classic: Kafka's classic protocol (JoinGroup/SyncGroup), "
+    "and a group that only has committed offsets"
+)
+STATE_HELP = (
+    "consumer groups: EMPTY, ASSIGNING, RECONCILING or STABLE; classic groups: EMPTY, "
+    "PREPARING_REBALANCE (members rejoin), COMPLETING_REBALANCE (waiting for the leader's "
+    "assignment), STABLE or DEAD (being removed)"
+)
 STRATEGIES = ["earliest", "latest", "offset", "datetime", "shift-by", "by-duration"]
 GROUP_PARAM = OpenApiParameter("group_id", str, OpenApiParameter.PATH)
 RESET_PARAM = OpenApiParameter("reset_id", str, OpenApiParameter.PATH)
@@ -21,7 +43,8 @@ RESET_PARAM = OpenApiParameter("reset_id", str, OpenApiParameter.PATH)
 
 class GroupSummarySerializer(serializers.Serializer):
     group_id = serializers.CharField()
-    state = serializers.CharField(help_text="EMPTY, ASSIGNING, RECONCILING or STABLE")
+    type = serializers.ChoiceField(choices=GROUP_TYPES, help_text=TYPE_HELP)
+    state = serializers.ChoiceField(choices=GROUP_STATES, help_text=STATE_HELP)
     members = serializers.IntegerField()
     total_lag = serializers.IntegerField()
     health = serializers.ChoiceField(choices=HEALTH)
@@ -39,7 +62,12 @@ class TopicPartitionSerializer(serializers.Serializer):
 class MemberSerializer(serializers.Serializer):
     member_id = serializers.CharField()
     client_id = serializers.CharField(allow_null=True)
-    instance_id = serializers.CharField(allow_null=True)
+    client_host = serializers.CharField(
+        allow_null=True, help_text="the IP address the member connects from; null: unknown"
+    )
+    instance_id = serializers.CharField(
+        allow_null=True, help_text="group.instance.id of a static member, else null"
+    )
     assignments = TopicPartitionSerializer(many=True)
 
 
@@ -54,7 +82,8 @@ class PartitionLagSerializer(serializers.Serializer):
 
 class GroupDetailOutputSerializer(serializers.Serializer):
     group_id = serializers.CharField()
-    state = serializers.CharField()
+    type = serializers.ChoiceField(choices=GROUP_TYPES, help_text=TYPE_HELP)
+    state = serializers.ChoiceField(choices=GROUP_STATES, help_text=STATE_HELP)
     coordinator = serializers.IntegerField(help_text="the coordinator's broker id")
     members = MemberSerializer(many=True)
     offsets = PartitionLagSerializer(many=True)

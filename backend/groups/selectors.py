@@ -10,7 +10,12 @@ from backend.groups.models import OffsetReset
 def group_list(*, organisation) -> list[dict]:
     rows, _missing = broker_client.list_groups(organisation.id)
     return [
-        {k: g[k] for k in ("group_id", "state", "members", "total_lag", "health")} for g in rows
+        {
+            "group_id": g["group_id"],
+            "type": g.get("type", "consumer"),  # brokers before classic groups had no type
+            **{k: g[k] for k in ("state", "members", "total_lag", "health")},
+        }
+        for g in rows
     ]
 
 
@@ -18,12 +23,14 @@ def group_detail(*, organisation, group_id: str) -> dict:
     d = broker_client.group_request(organisation.id, group_id, "GET")
     return {
         "group_id": d["group_id"],
+        "type": d.get("type", "consumer"),
         "state": d["state"],
         "coordinator": d["coordinator"],
         "members": [
             {
                 "member_id": m["member_id"],
                 "client_id": m.get("client_id"),
+                "client_host": m.get("client_host"),
                 "instance_id": m.get("instance_id"),
                 "assignments": m["assignments"],
             }

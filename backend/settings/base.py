@@ -145,6 +145,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "MembershipRoleEnum": "backend.tenancy.roles.MEMBERSHIP_ROLES",
         "ServiceAccountRoleEnum": "backend.tenancy.roles.SERVICE_ACCOUNT_ROLES",
+        "GroupStateEnum": "backend.groups.apis.GROUP_STATES",
+        "GroupTypeEnum": "backend.groups.apis.GROUP_TYPES",
     },
 }
 

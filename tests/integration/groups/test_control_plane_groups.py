@@ -75,7 +75,15 @@ def test_groups_are_tenant_scoped_and_the_api_resets_and_undoes(control_plane: C
     s, groups = cp.api("GET", "groups/", key=ka)
     assert s == 200, groups
     assert [g["group_id"] for g in groups["results"]] == ["shared"]
-    assert set(groups["results"][0]) == {"group_id", "state", "members", "total_lag", "health"}
+    assert set(groups["results"][0]) == {
+        "group_id",
+        "type",
+        "state",
+        "members",
+        "total_lag",
+        "health",
+    }
+    assert (groups["results"][0]["type"], groups["results"][0]["state"]) == ("classic", "EMPTY")
     s, none = cp.api("GET", "groups/", key=kb)
     assert s == 200 and none["results"] == []
     s, d = cp.api("GET", "groups/shared/", key=ka)
@@ -119,6 +127,11 @@ def test_groups_are_tenant_scoped_and_the_api_resets_and_undoes(control_plane: C
     s, m = hb(
         broker, "busy", ka, member_epoch=0, subscriptions=["orders"], session_timeout_ms=60000
     )
+    s, d = cp.api("GET", "groups/busy/", key=ka)
+    assert s == 200 and (d["type"], d["state"]) == ("consumer", "STABLE"), d
+    assert [(x["member_id"], x["client_host"]) for x in d["members"]] == [
+        (m["member_id"], "127.0.0.1")
+    ]
     s, err = cp.api("POST", "groups/busy/reset-offsets", body, key=ka)
     assert s == 409 and err["error_code"] == "GROUP_NOT_EMPTY"
     s, err = cp.api("DELETE", "groups/busy/", key=ka)

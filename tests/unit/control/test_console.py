@@ -206,3 +206,15 @@ def test_brokers_count_only_this_tenants_partitions(world):
     [broker] = client.get("/api/v1/console/brokers").json()
     assert broker["broker_id"] == 1 and broker["live"] is True
     assert broker["leader_partitions"] == mine
+    assert broker["kafka"] is None  # no Kafka listener registered
+
+
+def test_brokers_show_their_kafka_listener(world):
+    from backend.cluster import services
+
+    services.broker_register(broker_id=1, url="http://127.0.0.1:1", kafka="127.0.0.1:29092")
+    services.broker_register(broker_id=2, url="http://127.0.0.1:2")
+    client = session_client(world.a.users[roles.READ_ONLY], world.a.org)
+    brokers = {b["broker_id"]: b for b in client.get("/api/v1/console/brokers").json()}
+    assert brokers[1]["kafka"] == "127.0.0.1:29092"
+    assert brokers[2]["kafka"] is None
