@@ -317,8 +317,8 @@ async def fetch(ctx: KafkaContext, header: RequestHeader, request: dict) -> dict
         ):
             break
         await plan.wait(remaining)
-    await plan.open_files()
     try:
+        await plan.open_files()
         responses, sent, endpoints = topic_answers(ctx, version, topics, read_committed)
         throttle = broker.quotas.fetch(principal, sent)  # KIP-219: the connection mutes
     except BaseException:  # the connection closes open files only once it has an answer
