@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -330,3 +331,38 @@ def test_offset_for_leader_epoch(wire):
     assert ask(0, current=0, version=2) == (0, 0, end)
     assert ask(4) == (0, -1, -1)
     assert ask(0, current=1)[0] == kerr.UNKNOWN_LEADER_EPOCH
+
+
+def test_fetches_leave_no_file_open(kbroker, wire):
+    produce(wire, "p", 0, batch([b"fd1"]))
+    produce(wire, "p", 0, batch([b"fd2"]))
+
+    def open_fds() -> int:
+        return len(list(Path(f"/proc/{kbroker.pid}/fd").iterdir()))
+
+    for _ in range(5):  # warm up (lazily opened files, sockets)
+        fetch(wire, "p", 0, 0)
+    before = open_fds()
+    for _ in range(100):  # from the segment files: sent with sendfile, then closed
+        assert only_partition(fetch(wire, "p", 0, 0))["records"]
+    for _ in range(20):  # errors after the files of other partitions were opened
+        wire.request(
+            apis.FETCH,
+            11,
+            {
+                "max_wait_ms": 0,
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "topic": "p",
+                        "partitions": [
+                            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20},
+                            {"partition": 5, "fetch_offset": 0, "partition_max_bytes": 1 << 20},
+                        ],
+                    }
+                ],
+            },
+        )
+    assert open_fds() <= before + 2
