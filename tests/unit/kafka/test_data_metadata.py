@@ -5,10 +5,12 @@ from __future__ import annotations
 import uuid
 
 from brokernodes.server.kafka.handlers.metadata import (
+    ZERO_ID,
     brokers_of,
     controller_of,
     leader_hint,
     live_ids,
+    named_topic,
     partition_entry,
     requested_names,
     split_address,
@@ -114,3 +116,23 @@ def test_topics_by_id():
     assert topics_by_id(img)[tid].name == "t"
     assert topics_by_id(img) is topics_by_id(img)  # computed once per image
     assert bytes(16) not in topics_by_id(img)
+
+
+def test_named_topics_by_name_or_id_with_their_errors():
+    img = image()
+    tid = uuid.UUID("6f1c8d52-4d0e-4f0b-9b7c-2f8e3c1d0a11").bytes
+    allow = lambda name: kerr.NONE  # noqa: E731
+    assert named_topic(img, "t", ZERO_ID, allow)[0].name == "t"
+    assert named_topic(img, None, tid, allow)[0].name == "t"
+    _, e = named_topic(img, None, b"\1" * 16, allow)
+    assert (e["error_code"], e["name"]) == (kerr.UNKNOWN_TOPIC_ID, None)
+    assert named_topic(img, "nope", ZERO_ID, allow)[1]["error_code"] == (
+        kerr.UNKNOWN_TOPIC_OR_PARTITION
+    )
+    assert named_topic(img, None, ZERO_ID, allow)[1]["error_code"] == kerr.INVALID_TOPIC_EXCEPTION
+    deny = lambda name: kerr.TOPIC_AUTHORIZATION_FAILED  # noqa: E731
+    # refused before existence is checked: a refused caller learns nothing about the name
+    for name in ("t", "nope"):
+        assert named_topic(img, name, ZERO_ID, deny)[1]["error_code"] == (
+            kerr.TOPIC_AUTHORIZATION_FAILED
+        )

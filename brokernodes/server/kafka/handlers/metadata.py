@@ -175,6 +175,31 @@ def requested_names(version: int, topics: list | None) -> list[dict] | None:
     return topics
 
 
+ZERO_ID = bytes(16)
+
+
+def named_topic(
+    image: ClusterMetadata, name: str | None, topic_id: bytes, describable: Callable[[str], int]
+) -> tuple[TopicInfo | None, dict]:
+    """A requested topic (by name, or by id when the name is null, v10+): the topic, or
+    None and its error entry (unknown, not describable, internal)."""
+    topic = None
+    if name is None and topic_id != ZERO_ID:
+        topic = find_by_id(image, topic_id)
+        if topic is None or topic.name in INTERNAL_TOPICS:
+            return None, error_topic(kerr.UNKNOWN_TOPIC_ID, None, topic_id)
+        name = topic.name
+    if name is None:
+        return None, error_topic(kerr.INVALID_TOPIC_EXCEPTION, None, topic_id)
+    error = describable(name)  # before existence: a refused name learns nothing
+    if error != kerr.NONE:
+        return None, error_topic(error, name, topic_id)
+    topic = topic or (None if name in INTERNAL_TOPICS else image.topics.get(name))
+    if topic is None:
+        return None, error_topic(kerr.UNKNOWN_TOPIC_OR_PARTITION, name, topic_id)
+    return topic, {}
+
+
 async def metadata(ctx: KafkaContext, header: RequestHeader, request: dict) -> dict:
     ctx.authorize("DESCRIBE", "cluster")  # authenticates and sets the tenant
     broker = ctx.broker
@@ -204,28 +229,11 @@ async def metadata(ctx: KafkaContext, header: RequestHeader, request: dict) -> d
             if name in INTERNAL_TOPICS or describable(name) != kerr.NONE:
                 continue
             topics_out.append(topic_entry(topic, live, up, isr_of))
-    else:
-        zero = bytes(16)
-        for t in wanted:
-            name, topic_id = t.get("name"), t.get("topic_id") or zero
-            topic = None
-            if name is None and topic_id != zero:
-                topic = find_by_id(image, topic_id)
-                if topic is None or topic.name in INTERNAL_TOPICS:
-                    topics_out.append(error_topic(kerr.UNKNOWN_TOPIC_ID, None, topic_id))
-                    continue
-                name = topic.name
-            if name is None:
-                topics_out.append(error_topic(kerr.INVALID_TOPIC_EXCEPTION, None, topic_id))
-                continue
-            error = describable(name)
-            if error != kerr.NONE:
-                topics_out.append(error_topic(error, name, topic_id))
-                continue
-            topic = topic or (None if name in INTERNAL_TOPICS else image.topics.get(name))
-            if topic is None:
-                topics_out.append(error_topic(kerr.UNKNOWN_TOPIC_OR_PARTITION, name, topic_id))
-                continue
+    for t in wanted or ():
+        topic, error = named_topic(image, t.get("name"), t.get("topic_id") or ZERO_ID, describable)
+        if topic is None:
+            topics_out.append(error)
+        else:
             topics_out.append(topic_entry(topic, live, up, isr_of))
     if header.api_version >= 8 and request["include_topic_authorized_operations"]:
         for entry in topics_out:
