@@ -921,6 +921,8 @@ export interface components {
         ConsoleBroker: {
             broker_id: number;
             url: string;
+            /** @description its Kafka listener as clients reach it ('host:port', SASL/PLAIN with an API key); null: it has none */
+            kafka: string | null;
             live: boolean;
             /** Format: date-time */
             last_heartbeat_at: string;
@@ -1036,7 +1038,25 @@ export interface components {
         };
         GroupDetailOutput: {
             group_id: string;
-            state: string;
+            /**
+             * @description consumer: Kafka's consumer protocol (KIP-848: REST, WebSocket, the SDK, Kafka clients with group.protocol=consumer); classic: Kafka's classic protocol (JoinGroup/SyncGroup), and a group that only has committed offsets
+             *
+             *     * `consumer` - consumer
+             *     * `classic` - classic
+             */
+            type: components["schemas"]["GroupTypeEnum"];
+            /**
+             * @description consumer groups: EMPTY, ASSIGNING, RECONCILING or STABLE; classic groups: EMPTY, PREPARING_REBALANCE (members rejoin), COMPLETING_REBALANCE (waiting for the leader's assignment), STABLE or DEAD (being removed)
+             *
+             *     * `EMPTY` - EMPTY
+             *     * `ASSIGNING` - ASSIGNING
+             *     * `RECONCILING` - RECONCILING
+             *     * `PREPARING_REBALANCE` - PREPARING_REBALANCE
+             *     * `COMPLETING_REBALANCE` - COMPLETING_REBALANCE
+             *     * `STABLE` - STABLE
+             *     * `DEAD` - DEAD
+             */
+            state: components["schemas"]["GroupStateEnum"];
             /** @description the coordinator's broker id */
             coordinator: number;
             members: components["schemas"]["Member"][];
@@ -1045,14 +1065,48 @@ export interface components {
         GroupListOutput: {
             results: components["schemas"]["GroupSummary"][];
         };
+        /**
+         * @description * `EMPTY` - EMPTY
+         *     * `ASSIGNING` - ASSIGNING
+         *     * `RECONCILING` - RECONCILING
+         *     * `PREPARING_REBALANCE` - PREPARING_REBALANCE
+         *     * `COMPLETING_REBALANCE` - COMPLETING_REBALANCE
+         *     * `STABLE` - STABLE
+         *     * `DEAD` - DEAD
+         * @enum {string}
+         */
+        GroupStateEnum: "EMPTY" | "ASSIGNING" | "RECONCILING" | "PREPARING_REBALANCE" | "COMPLETING_REBALANCE" | "STABLE" | "DEAD";
         GroupSummary: {
             group_id: string;
-            /** @description EMPTY, ASSIGNING, RECONCILING or STABLE */
-            state: string;
+            /**
+             * @description consumer: Kafka's consumer protocol (KIP-848: REST, WebSocket, the SDK, Kafka clients with group.protocol=consumer); classic: Kafka's classic protocol (JoinGroup/SyncGroup), and a group that only has committed offsets
+             *
+             *     * `consumer` - consumer
+             *     * `classic` - classic
+             */
+            type: components["schemas"]["GroupTypeEnum"];
+            /**
+             * @description consumer groups: EMPTY, ASSIGNING, RECONCILING or STABLE; classic groups: EMPTY, PREPARING_REBALANCE (members rejoin), COMPLETING_REBALANCE (waiting for the leader's assignment), STABLE or DEAD (being removed)
+             *
+             *     * `EMPTY` - EMPTY
+             *     * `ASSIGNING` - ASSIGNING
+             *     * `RECONCILING` - RECONCILING
+             *     * `PREPARING_REBALANCE` - PREPARING_REBALANCE
+             *     * `COMPLETING_REBALANCE` - COMPLETING_REBALANCE
+             *     * `STABLE` - STABLE
+             *     * `DEAD` - DEAD
+             */
+            state: components["schemas"]["GroupStateEnum"];
             members: number;
             total_lag: number;
             health: components["schemas"]["HealthEnum"];
         };
+        /**
+         * @description * `consumer` - consumer
+         *     * `classic` - classic
+         * @enum {string}
+         */
+        GroupTypeEnum: "consumer" | "classic";
         /**
          * @description * `OK` - OK
          *     * `WARN` - WARN
@@ -1139,6 +1193,9 @@ export interface components {
         Member: {
             member_id: string;
             client_id: string | null;
+            /** @description the IP address the member connects from; null: unknown */
+            client_host: string | null;
+            /** @description group.instance.id of a static member, else null */
             instance_id: string | null;
             assignments: components["schemas"]["TopicPartition"][];
         };

@@ -7,6 +7,7 @@ import { Field } from "../components/Field";
 import { LagTable } from "../components/LagTable";
 import { Empty, ErrorState, FormError, Loading, fieldErrors } from "../components/States";
 import { formatNumber } from "../lib/format";
+import { stateLabel, typeLabel } from "./Groups";
 
 const STRATEGIES: { value: ResetStrategy; label: string; help: string }[] = [
   { value: "earliest", label: "Earliest", help: "Re-read everything still retained." },
@@ -125,17 +126,19 @@ export function GroupDetailPage() {
   return (
     <section aria-labelledby="group-title">
       <h1 id="group-title">{g.group_id}</h1>
-      <p className="muted">State {g.state} · coordinator {g.coordinator ?? "none"} · {g.members.length} members</p>
+      <p className="muted">
+        {stateLabel(g.state)} · {typeLabel(g.type)} protocol · coordinator {g.coordinator ?? "none"} · {g.members.length} members
+      </p>
       <h2>Lag</h2>
       <LagTable offsets={g.offsets} />
       <h2>Members</h2>
       {g.members.length === 0 ? <p className="state empty">No active members.</p> : (
         <table className="table compact" aria-label="Members">
-          <thead><tr><th>Member</th><th>Client</th><th>Instance</th><th>Assignments</th></tr></thead>
+          <thead><tr><th>Member</th><th>Client</th><th>Host</th><th>Instance</th><th>Assignments</th></tr></thead>
           <tbody>
             {g.members.map((m) => (
               <tr key={m.member_id}>
-                <td><code>{m.member_id}</code></td><td>{m.client_id ?? "—"}</td><td>{m.instance_id ?? "—"}</td>
+                <td><code>{m.member_id}</code></td><td>{m.client_id || "—"}</td><td>{m.client_host ?? "—"}</td><td>{m.instance_id ?? "—"}</td>
                 <td>{m.assignments.map((a) => `${a.topic}-${a.partition}`).join(", ") || "none"}</td>
               </tr>
             ))}

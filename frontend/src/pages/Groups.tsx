@@ -1,8 +1,19 @@
 import { Link } from "react-router-dom";
-import { useGroups } from "../api/hooks/groups";
+import { useGroups, type GroupState, type GroupType } from "../api/hooks/groups";
 import { isNotFound } from "../api/client";
 import { Empty, ErrorState, Loading, NotAvailable } from "../components/States";
 import { formatNumber } from "../lib/format";
+
+/** Kafka's state names as words: PREPARING_REBALANCE -> "Preparing rebalance". */
+export function stateLabel(state: GroupState): string {
+  const words = state.toLowerCase().replace(/_/g, " ");
+  return words.charAt(0).toUpperCase() + words.slice(1);
+}
+
+/** Which of Kafka's group protocols the group runs. */
+export function typeLabel(type: GroupType): string {
+  return type === "classic" ? "classic" : "consumer (KIP-848)";
+}
 
 export function Groups() {
   const groups = useGroups();
@@ -20,13 +31,14 @@ export function Groups() {
       ) : (
         <table className="table" aria-label="Consumer groups">
           <thead>
-            <tr><th>Group</th><th>State</th><th className="num">Members</th><th className="num">Total lag</th><th>Health</th></tr>
+            <tr><th>Group</th><th>Protocol</th><th>State</th><th className="num">Members</th><th className="num">Total lag</th><th>Health</th></tr>
           </thead>
           <tbody>
             {groups.data.results.map((g) => (
               <tr key={g.group_id}>
                 <td><Link to={`/groups/${encodeURIComponent(g.group_id)}`}>{g.group_id}</Link></td>
-                <td>{g.state}</td>
+                <td>{typeLabel(g.type)}</td>
+                <td>{stateLabel(g.state)}</td>
                 <td className="num">{g.members}</td>
                 <td className="num">{formatNumber(g.total_lag)}</td>
                 <td><span className={`badge ${g.health}`}>{g.health}</span></td>

@@ -4,6 +4,8 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { client, unwrap, type Schemas } from "../client";
 
 export type GroupHealth = Schemas["HealthEnum"];
+export type GroupState = Schemas["GroupStateEnum"];
+export type GroupType = Schemas["GroupTypeEnum"];
 export type GroupSummary = Schemas["GroupSummary"];
 export type GroupMember = Schemas["Member"];
 export type GroupOffset = Schemas["PartitionLag"];
