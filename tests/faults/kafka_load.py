@@ -224,9 +224,12 @@ class KafkaTailReader:
             raise AssertionError(f"librdkafka's consumer failed: {self.fatal}")
 
 
-def group_coordinator(config: dict, group_id: str) -> int:
-    """The broker id coordinating ``group_id``, as DescribeGroups names it."""
-    admin = AdminClient(config)
+def group_coordinator(admin: AdminClient, group_id: str) -> int:
+    """The broker id coordinating ``group_id``, as DescribeGroups names it.
+
+    Use one ``AdminClient`` for a whole scenario: librdkafka 2.16's ``rd_kafka_destroy``
+    of an admin client whose request timed out against a killed broker was seen to block
+    for good (a scenario hung in ``Admin_dealloc`` while the coordinator was down)."""
     futures = admin.describe_consumer_groups([group_id], request_timeout=CLIENT_TIMEOUT_S)
     return futures[group_id].result(CLIENT_TIMEOUT_S).coordinator.id
 

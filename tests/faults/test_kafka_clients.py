@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from tests.faults.cluster import BROKER_IDS, FAULT_ENV, SESSION_TIMEOUT_S, FaultTopic
 from tests.faults.conftest import long_run
@@ -73,6 +74,7 @@ class KafkaRun:
         self.topic: FaultTopic = cluster.create_topic(name, PARTITIONS)
         self.history = History(name)
         self.config = cluster.confluent()
+        self.admin = AdminClient(self.config)  # one for the run (see group_coordinator)
         self.producer = KafkaLoadProducer(
             self.history, self.config, name, rate=RATE, prefix=name
         ).start()
@@ -149,7 +151,7 @@ class KafkaRun:
 def coordinator_of(run: KafkaRun, group_id: str) -> int | None:
     """The group's coordinator now; None while no broker answers for it."""
     try:
-        return group_coordinator(run.config, group_id)
+        return group_coordinator(run.admin, group_id)
     except KafkaException:
         return None
 
@@ -207,7 +209,7 @@ def test_group_coordinator_killed_under_consumer_group(cluster: KafkaFaultCluste
     for _ in range(kills):
         time.sleep(PHASE_S)
         cluster.wait_all_isr(run.topic, 3, timeout=30)
-        coordinator = group_coordinator(run.config, group.group_id)
+        coordinator = group_coordinator(run.admin, group.group_id)
         commits = group.commits
         run.kill(coordinator)
         killed.append(coordinator)
