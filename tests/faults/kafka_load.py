@@ -235,27 +235,34 @@ def group_coordinator(admin: AdminClient, group_id: str) -> int:
 
 
 class KafkaGroupReader:
-    """A classic-protocol group member (librdkafka) reading the topic and committing,
-    synchronously, the offset after the last record it processed. It records what it read
-    (``history.read``: reads that were later replaced are divergent), which offsets of each
-    partition it processed, every commit the coordinator acknowledged, and, at every
-    ``committed()`` lookup, any committed offset above what it processed (ahead) or below
-    one acknowledged earlier (moved back)."""
+    """A group member (librdkafka; the classic or the consumer protocol) reading the topic
+    and committing, synchronously, the offset after the last record it processed. It records
+    what it read (``history.read``: reads that were later replaced are divergent), which
+    offsets of each partition it processed, every commit the coordinator acknowledged, and,
+    at every ``committed()`` lookup, any committed offset above what it processed (ahead) or
+    below one acknowledged earlier (moved back)."""
 
-    def __init__(self, history: History, config: dict, topic: str, group_id: str) -> None:
+    def __init__(
+        self, history: History, config: dict, topic: str, group_id: str, protocol: str
+    ) -> None:
         self.history = history
         self.topic = topic
         self.group_id = group_id
         self.retried: Counter[str] = Counter()
+        # the consumer protocol (KIP-848) takes its session and heartbeat from the broker
+        timing = (
+            {"session.timeout.ms": 6_000, "heartbeat.interval.ms": 500}
+            if protocol == "classic"
+            else {}
+        )
         self.consumer = Consumer(
             {
                 **config,
                 "group.id": group_id,
-                "group.protocol": "classic",
+                "group.protocol": protocol,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
-                "session.timeout.ms": 6_000,
-                "heartbeat.interval.ms": 500,
+                **timing,
                 "error_cb": self._error,
             }
         )

@@ -63,12 +63,17 @@ def cluster(kafka_cluster: KafkaFaultCluster) -> Iterator[KafkaFaultCluster]:
 
 
 class KafkaRun:
-    """A fresh topic under librdkafka's idempotent producer (and, with ``group``, a
-    group member consuming it); ``finish`` heals, stops the load, reads every partition to
-    its end over Kafka, reads every replica raw and checks."""
+    """A fresh topic under librdkafka's idempotent producer (and, with ``group``, a member
+    of that group protocol consuming it); ``finish`` heals, stops the load, reads every
+    partition to its end over Kafka, reads every replica raw and checks."""
 
     def __init__(
-        self, cluster: KafkaFaultCluster, name: str, *, group: bool = False, tail: bool = False
+        self,
+        cluster: KafkaFaultCluster,
+        name: str,
+        *,
+        group: str | None = None,
+        tail: bool = False,
     ) -> None:
         self.cluster = cluster
         self.topic: FaultTopic = cluster.create_topic(name, PARTITIONS)
@@ -82,7 +87,7 @@ class KafkaRun:
             KafkaTailReader(self.history, self.config, name, PARTITIONS).start() if tail else None
         )
         self.group = (
-            KafkaGroupReader(self.history, self.config, name, f"faults-{name}").start()
+            KafkaGroupReader(self.history, self.config, name, f"faults-{name}", group).start()
             if group
             else None
         )
@@ -194,13 +199,17 @@ def test_leader_killed_under_idempotent_producer(cluster: KafkaFaultCluster, rep
     )
 
 
-def test_group_coordinator_killed_under_consumer_group(cluster: KafkaFaultCluster, report) -> None:
-    """A classic-protocol librdkafka group member consumes and commits (synchronously,
-    after processing) while the group coordinator's broker is killed with kill -9 and
-    restarted (once shortened, twice at full length), under the idempotent producer: the
-    member finds the new coordinator, committed offsets are never ahead of what it
-    processed nor moved back, and it processes every acknowledged record (none skipped)."""
-    run = KafkaRun(cluster, "kafka-kill-coordinator", group=True)
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_group_coordinator_killed_under_consumer_group(
+    cluster: KafkaFaultCluster, report, protocol: str
+) -> None:
+    """A librdkafka group member (the classic protocol, then KIP-848's) consumes and
+    commits (synchronously, after processing) while the group coordinator's broker is
+    killed with kill -9 and restarted (once shortened, twice at full length), under the
+    idempotent producer: the member finds the new coordinator, committed offsets are never
+    ahead of what it processed nor moved back, and it processes every acknowledged record
+    (none skipped)."""
+    run = KafkaRun(cluster, f"kafka-kill-{protocol}-coordinator", group=protocol)
     group = run.group
     assert group is not None
     wait_for("the group's first commit", lambda: group.commits > 0, 30)
