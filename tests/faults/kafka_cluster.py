@@ -12,12 +12,15 @@ links are direct.
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from tests.faults.cluster import BROKER_IDS, FaultCluster
 from tests.faults.proxy import LinkProxy
 from tests.integration.control_plane.conftest import ControlPlane, Proc, free_port
 from tests.integration.kafka.cp_kafka import sasl
+
+LOG = logging.getLogger("librdkafka")
 
 
 class KafkaFaultCluster(FaultCluster):
@@ -90,6 +93,9 @@ class KafkaFaultCluster(FaultCluster):
             "sasl.mechanism": "PLAIN",
             "sasl.username": user,
             "sasl.password": secret,
+            # librdkafka's log lines (every broker disconnect) to Python's logging, which
+            # pytest captures, instead of stderr
+            "logger": LOG,
             **extra,
         }
 

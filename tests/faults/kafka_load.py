@@ -224,6 +224,18 @@ class KafkaTailReader:
             raise AssertionError(f"librdkafka's consumer failed: {self.fatal}")
 
 
+def committed_offsets(config: dict, group_id: str, topic: str, partitions: int) -> dict[int, int]:
+    """partition -> the group's committed offset (OffsetFetch from a consumer that does not
+    join the group); -1001 where nothing is committed."""
+    consumer = Consumer({**config, "group.id": group_id, "enable.auto.commit": False})
+    try:
+        wanted = [TopicPartition(topic, p) for p in range(partitions)]
+        found = consumer.committed(wanted, timeout=CLIENT_TIMEOUT_S)
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        consumer.close()
+
+
 def group_coordinator(admin: AdminClient, group_id: str) -> int:
     """The broker id coordinating ``group_id``, as DescribeGroups names it.
 

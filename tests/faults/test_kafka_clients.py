@@ -28,6 +28,7 @@ from tests.faults.kafka_load import (
     KafkaGroupReader,
     KafkaLoadProducer,
     KafkaTailReader,
+    committed_offsets,
     group_coordinator,
     read_to_end,
 )
@@ -245,6 +246,10 @@ def test_group_coordinator_killed_under_consumer_group(
     assert group.lookups > 0, "the committed offsets were never looked up"
     assert not group.ahead, f"committed offsets ahead of the processed ones: {group.ahead[:10]}"
     assert not group.moved_back, f"committed offsets moved back: {group.moved_back[:10]}"
+    # every commit the coordinators acknowledged survived their kills: a member starting
+    # now resumes exactly where this one stopped
+    after = committed_offsets(run.config, group.group_id, run.topic.name, PARTITIONS)
+    assert after == group.acked, f"committed now {after}, acknowledged {group.acked}"
     skipped = {
         value: (p, offset)
         for value, (p, offset, _) in run.history.acks.items()
