@@ -370,3 +370,32 @@ def test_lost_acknowledgements_and_a_leader_kill(cluster: KafkaFaultCluster, rep
         librdkafka_errors=dict(run.producer.errors),
         librdkafka_retries=run.producer.retries,
     )
+
+
+def test_every_broker_killed_under_idempotent_producer(cluster: KafkaFaultCluster, report) -> None:
+    """kill -9 of every broker at once under the idempotent producer, then all restarted:
+    the brokers rebuild each producer's state (id, epoch, last sequences) from their logs,
+    so librdkafka's retries of the batches in flight at the crash (same producer id and
+    sequences) are deduplicated and the next ones accepted in order. Runs last: if recovery
+    fails, the module's partitions stay offline."""
+    run = KafkaRun(cluster, "kafka-kill-all", tail=True)
+    time.sleep(PHASE_S)
+    cluster.wait_all_isr(run.topic, 3, timeout=30)
+    run.history.fault("kill -9 every broker")
+    cluster.kill_all()
+    time.sleep(PHASE_S / 2)
+    for b in BROKER_IDS:
+        cluster.restart(b)
+    started = time.monotonic()
+    cluster.wait_all_isr(run.topic, 3, timeout=60)
+    back_s = time.monotonic() - started
+    time.sleep(PHASE_S)
+    verdict = run.finish()
+    run.assert_producer_kept_going(verdict)
+    run.assert_every_ack_read_once_in_order()
+    report(
+        verdict,
+        seconds_until_every_partition_led=round(back_s, 2),
+        librdkafka_errors=dict(run.producer.errors),
+        librdkafka_retries=run.producer.retries,
+    )
