@@ -106,6 +106,24 @@ def test_byte_rate_quotas_answer_throttle_time(cp, staff):
         )
         assert answer["responses"][0]["partitions"][0]["error_code"] == kerr.NONE
         assert answer["throttle_time_ms"] > 0
+        # acks=0 has no answer to carry the throttle: the connection is muted all the same
+        time.sleep(answer["throttle_time_ms"] / 1000)  # the fetch's own mute
+        records = encode_batch([Record(int(time.time() * 1000), None, b"z" * 200_000)])
+        for _ in range(2):  # 400 kB more: seconds over the quota whatever came before
+            wire.send(
+                apis.PRODUCE,
+                9,
+                {
+                    "acks": 0,
+                    "timeout_ms": 5000,
+                    "topic_data": [
+                        {"name": "fast", "partition_data": [{"index": 0, "records": records}]}
+                    ],
+                },
+            )
+        started = time.monotonic()
+        wire.request(apis.METADATA, 12, {"topics": []})
+        assert 0.5 < time.monotonic() - started < 20  # read only after the mute
 
 
 def test_storage_quota_refuses_produce(cp, staff):

@@ -4,8 +4,9 @@ Each partition's record batches are appended exactly as the binary HTTP produce 
 (``Broker.append_batches``: storage quota, leader append with idempotent deduplication,
 acks 0/1/all), the partitions of a request in parallel. Errors are per partition, as Kafka
 answers them. The produce byte-rate quota is computed, not slept: ``throttle_time_ms`` mutes
-the connection after the answer (KIP-219). acks=0 gets no answer; if a partition failed
-then, the connection is closed (as Kafka does) so the producer refreshes its metadata.
+the connection after the answer (KIP-219). acks=0 gets no answer (the connection still
+mutes for the throttle); if a partition failed then, the connection is closed (as Kafka
+does) so the producer refreshes its metadata.
 
 Transactions are not supported yet: a transactional produce (a ``transactional_id``, or a
 transactional or control batch) and an InitProducerId naming a transactional id are answered
@@ -146,6 +147,7 @@ async def produce(ctx: KafkaContext, header: RequestHeader, request: dict) -> di
         failed = any(a["error_code"] for t in topics for a in t["partition_responses"])
         if failed:  # the producer reads no answer: closing makes it refresh its metadata
             ctx.transport.close()
+        ctx.mute_ms = throttle  # no answer to carry it: the connection mutes all the same
         return None
     answer = {"responses": topics, "throttle_time_ms": throttle}
     if header.api_version >= 10:
