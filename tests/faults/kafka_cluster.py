@@ -4,10 +4,11 @@ clients we did not write (librdkafka through confluent-kafka).
 Same control plane, controller, three brokers and flush policy as ``FaultCluster``; each
 broker also listens for Kafka's protocol on a port of its own, kept across restarts (a
 restarted broker comes back at the address librdkafka already knows). Kafka clients reach
-each listener through a ``LinkProxy`` (``kafka_net[b]``, the address the broker advertises
-in Metadata), so a scenario can lose answers on the way back (``drop_rate``) and make
-librdkafka retry batches the broker already wrote; replication and the control plane's
-links are direct.
+each listener through a ``ProduceTap`` (a ``LinkProxy`` counting the produced batches;
+``kafka_net[b]``, the address the broker advertises in Metadata), so a scenario can lose
+answers on the way back (``drop_rate``) and make librdkafka retry batches the broker
+already wrote, and count the batches that reached a broker again (``resent``);
+replication and the control plane's links are direct.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import logging
 import sys
 
 from tests.faults.cluster import BROKER_IDS, FaultCluster
-from tests.faults.proxy import LinkProxy
+from tests.faults.kafka_tap import ProduceTap, resent_batches
 from tests.integration.control_plane.conftest import ControlPlane, Proc, free_port
 from tests.integration.kafka.cp_kafka import sasl
 
@@ -27,12 +28,12 @@ class KafkaFaultCluster(FaultCluster):
     def __init__(self, cp: ControlPlane) -> None:
         super().__init__(cp, fsync=True, proxied=False)
         self.kafka_ports: dict[int, int] = {}
-        self.kafka_net: dict[int, LinkProxy] = {}
+        self.kafka_net: dict[int, ProduceTap] = {}
 
     def _start_broker(self, broker_id: int) -> Proc:
         port = self.ports[broker_id] = free_port()
         kafka_port = self.kafka_ports[broker_id] = free_port()
-        proxy = self.kafka_net[broker_id] = LinkProxy(kafka_port, seed=20 + broker_id).start()
+        proxy = self.kafka_net[broker_id] = ProduceTap(kafka_port, seed=20 + broker_id).start()
         data = self.cp.workdir / f"broker-{broker_id}"
         argv = [
             sys.executable,
@@ -78,6 +79,11 @@ class KafkaFaultCluster(FaultCluster):
         for proxy in self.kafka_net.values():
             proxy.close()
         super().close_proxies()
+
+    def resent(self, topic: str) -> int:
+        """Batches of ``topic`` that reached a broker again (same producer id, epoch,
+        partition and sequence): retries the brokers had to deduplicate or place."""
+        return resent_batches(self.kafka_net.values(), topic)
 
     @property
     def bootstrap(self) -> str:
