@@ -248,9 +248,15 @@ def test_group_coordinator_killed_under_consumer_group(
     assert not group.ahead, f"committed offsets ahead of the processed ones: {group.ahead[:10]}"
     assert not group.moved_back, f"committed offsets moved back: {group.moved_back[:10]}"
     # every commit the coordinators acknowledged survived their kills: a member starting
-    # now resumes exactly where this one stopped
+    # now resumes no earlier than that (a commit whose answer was lost may be there too)
+    # and never beyond what was processed
     after = committed_offsets(run.config, group.group_id, run.topic.name, PARTITIONS)
-    assert after == group.acked, f"committed now {after}, acknowledged {group.acked}"
+    for p in range(PARTITIONS):
+        acked, processed = group.acked.get(p, -1001), group.processed.get(p, 0)
+        assert acked <= after[p] <= processed, (
+            f"partition {p}: committed now {after[p]}, acknowledged {acked}, "
+            f"processed up to {processed}"
+        )
     skipped = {
         value: (p, offset)
         for value, (p, offset, _) in run.history.acks.items()
@@ -285,13 +291,15 @@ def test_leader_and_follower_killed_at_once(cluster: KafkaFaultCluster, report) 
     run.history.fault(f"kill -9 brokers {victims} at once")
     for b in victims:
         cluster.kill(b)
+    # a record sent after both are dead has one live replica until they restart (one sent
+    # between the two kills may have reached the second victim: legitimately acknowledged
+    # once the ISR shrinks to it and the survivor)
+    killed_at = time.monotonic()
     survivor = next(b for b in BROKER_IDS if b not in victims)
     for p in range(PARTITIONS):
         assert cluster.wait_leader(run.topic, p, not_in=victims, timeout=30) == survivor
-    killed_at = run.history.faults[-1][1]
     time.sleep(PHASE_S)
     during = run.history.acks_between(killed_at, time.monotonic())
-    # a record sent after the kill has one live replica until the others restart
     late = [v for v in during if run.history.attempts[v][2] >= killed_at]
     for b in victims:
         cluster.restart(b)
