@@ -87,8 +87,8 @@ def test_wrong_secret_fails_clearly(cp, acme, caplog):
     errors: list = []
     admin = AdminClient({**bad, "error_cb": errors.append})
     with pytest.raises(KafkaException):
-        admin.list_topics(timeout=5)
-    eventually("an authentication error", lambda: (admin.poll(0.2), errors)[1], timeout=10)
+        admin.list_topics(timeout=10)
+    eventually("an authentication error", lambda: (admin.poll(0.2), errors)[1], timeout=20)
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
     assert any("unknown or revoked API key" in e.str() for e in errors), errors
 
@@ -99,7 +99,7 @@ def test_wrong_secret_fails_clearly(cp, acme, caplog):
     with caplog.at_level(logging.ERROR, logger="kafka"), pytest.raises(KafkaTimeoutError):
         KafkaProducer(
             **acme.kafka_python(
-                cp.kafka_bootstrap, sasl_plain_password="not-the-secret", max_block_ms=5000
+                cp.kafka_bootstrap, sasl_plain_password="not-the-secret", max_block_ms=15000
             )
         )
     failures = [
