@@ -69,7 +69,10 @@ class Member:
     async def stop(self, *, leave: bool = True) -> None:
         assert self.task is not None
         self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
+        # bounded: a poll that swallowed the cancellation must not hold the whole run
+        done, _ = await asyncio.wait({self.task}, timeout=10)
+        if not done:
+            print("groups: a member's poll loop ignored its cancellation", flush=True)
         await asyncio.wait_for(self.c.close(leave=leave), 30)
 
 

@@ -249,6 +249,9 @@ class AsyncGroupConsumer:
         changed = asyncio.ensure_future(self._changed.wait())
         try:
             await asyncio.wait((poll, changed), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            poll.cancel()  # the caller was cancelled: the poll must not run on alone
+            raise
         finally:
             changed.cancel()
         if poll.done():
@@ -257,7 +260,10 @@ class AsyncGroupConsumer:
         try:
             return await poll
         except asyncio.CancelledError:
-            if self._closed:
+            # the inner poll's cancellation ends in an empty answer; the caller's own
+            # cancellation (arriving while it waits here) must go on, never be swallowed
+            task = asyncio.current_task()
+            if self._closed or (task is not None and task.cancelling()):
                 raise
             return []
 
