@@ -68,3 +68,17 @@ def test_confluent_describe_topics_with_authorized_operations(kafka_broker):
         AclOperation.DESCRIBE,
         AclOperation.ALTER_CONFIGS,
     } <= set(desc.authorized_operations)
+
+
+def test_confluent_describe_cluster_with_authorized_operations(kafka_broker):
+    """librdkafka builds describe_cluster from a Metadata request asking for the cluster's
+    authorized operations (v8-10): a static key may do everything on the cluster."""
+    admin = AdminClient(confluent_config(kafka_broker.bootstrap))
+    cluster = admin.describe_cluster(include_authorized_operations=True, request_timeout=15).result(
+        timeout=20
+    )
+    assert [n.id for n in cluster.nodes] == [1]
+    assert cluster.controller is not None and cluster.controller.id == 1
+    assert {AclOperation.DESCRIBE, AclOperation.ALTER, AclOperation.CREATE} <= set(
+        cluster.authorized_operations or ()
+    )

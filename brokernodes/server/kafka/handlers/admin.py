@@ -28,7 +28,12 @@ from brokernodes.errors import SluiceError
 from brokernodes.server.kafka import acl_codes, config_entries
 from brokernodes.server.kafka.context import Handler, KafkaContext
 from brokernodes.server.kafka.control_plane import AdminError, call, kafka_error, topic_path
-from brokernodes.server.kafka.handlers.metadata import brokers_of, controller_of, find_by_id
+from brokernodes.server.kafka.handlers.metadata import (
+    brokers_of,
+    cluster_operations,
+    controller_of,
+    find_by_id,
+)
 from brokernodes.server.metadata.client import ControlPlaneMetadataSource
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
@@ -40,15 +45,6 @@ if TYPE_CHECKING:
 
 IMAGE_WAIT_S = 10.0
 ZERO_UUID = bytes(16)
-CLUSTER_OPERATIONS = (
-    "CREATE",
-    "ALTER",
-    "DESCRIBE",
-    "CLUSTER_ACTION",
-    "DESCRIBE_CONFIGS",
-    "ALTER_CONFIGS",
-    "IDEMPOTENT_WRITE",
-)
 
 
 def _authorize(ctx: KafkaContext, operation: str, resource_type: str, name: str = "") -> None:
@@ -470,18 +466,6 @@ async def delete_acls(ctx: KafkaContext, header: RequestHeader, request: dict) -
 
 
 # --- the cluster -------------------------------------------------------------------------
-
-
-def cluster_operations(ctx: KafkaContext) -> int:
-    """Kafka's bit field of the operations the caller may perform on the cluster."""
-    bits = 0
-    for op in CLUSTER_OPERATIONS:
-        try:
-            ctx.authorize(op, "cluster")
-        except SluiceError:
-            continue
-        bits |= acl_codes.operation_bit(op)
-    return bits
 
 
 async def describe_cluster(ctx: KafkaContext, header: RequestHeader, request: dict) -> dict:

@@ -402,7 +402,8 @@ async def offset_fetch(ctx: KafkaContext, header: RequestHeader, request: dict) 
 # --- DescribeGroups (15) ---------------------------------------------------------------------
 
 
-def _operations(ctx: KafkaContext, group_id: str) -> int:
+def group_operations(ctx: KafkaContext, group_id: str) -> int:
+    """The group operations the caller may perform, as Kafka's authorized-operations bits."""
     allowed = []
     for op in gm.GROUP_OPERATIONS:
         try:
@@ -475,7 +476,7 @@ async def _describe(ctx: KafkaContext, group_id: str, with_operations: bool) -> 
         "protocol_type": ptype,
         "protocol_data": protocol,
         "members": members,
-        "authorized_operations": _operations(ctx, group_id)
+        "authorized_operations": group_operations(ctx, group_id)
         if with_operations
         else gm.AUTHORIZED_OPERATIONS_OMITTED,
     }

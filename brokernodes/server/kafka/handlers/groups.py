@@ -105,19 +105,6 @@ async def _heartbeat(ctx: KafkaContext, request: dict) -> dict:
 # --- ConsumerGroupDescribe (69) ------------------------------------------------------------
 
 
-def _allowed(ctx: KafkaContext, group_id: str) -> int:
-    allowed = []
-    for op in gm.GROUP_OPERATIONS:
-        try:
-            ctx.authorize(op, "group", group_id)
-        except UnauthenticatedError:
-            raise
-        except SluiceError:
-            continue
-        allowed.append(op)
-    return gm.authorized_operations(allowed)
-
-
 async def consumer_group_describe(ctx: KafkaContext, header: RequestHeader, request: dict) -> dict:
     service = _service(ctx)
     groups = []
@@ -139,7 +126,7 @@ async def _describe(ctx: KafkaContext, service: GroupService, group_id: str, req
         for m in desc["members"]
     ]
     operations = (
-        _allowed(ctx, group_id)
+        classic_groups.group_operations(ctx, group_id)
         if request["include_authorized_operations"]
         else gm.AUTHORIZED_OPERATIONS_OMITTED
     )

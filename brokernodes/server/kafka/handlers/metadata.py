@@ -155,6 +155,30 @@ TOPIC_OPERATIONS = (
 )
 
 
+CLUSTER_OPERATIONS = (
+    "CREATE",
+    "ALTER",
+    "DESCRIBE",
+    "CLUSTER_ACTION",
+    "DESCRIBE_CONFIGS",
+    "ALTER_CONFIGS",
+    "IDEMPOTENT_WRITE",
+)
+
+
+def cluster_operations(ctx: KafkaContext) -> int:
+    """Kafka's bit field of the operations the caller may perform on the cluster (Metadata
+    v8-10 when asked, DescribeCluster)."""
+    bits = 0
+    for op in CLUSTER_OPERATIONS:
+        try:
+            ctx.authorize(op, "cluster")
+        except SluiceError:
+            continue
+        bits |= operation_bit(op)
+    return bits
+
+
 def topic_operations(ctx: KafkaContext, name: str) -> int:
     """Kafka's bit field of the operations the caller may perform on a topic (asked for
     with ``include_topic_authorized_operations``, v8+)."""
@@ -239,13 +263,16 @@ async def metadata(ctx: KafkaContext, header: RequestHeader, request: dict) -> d
         for entry in topics_out:
             if entry["error_code"] == kerr.NONE:
                 entry["topic_authorized_operations"] = topic_operations(ctx, entry["name"])
-    return {
+    answer = {
         "throttle_time_ms": 0,
         "brokers": brokers_of(image.brokers),
         "cluster_id": image.cluster_id,
         "controller_id": controller_of(image.brokers),
         "topics": topics_out,
     }
+    if 8 <= header.api_version <= 10 and request["include_cluster_authorized_operations"]:
+        answer["cluster_authorized_operations"] = cluster_operations(ctx)
+    return answer
 
 
 HANDLERS: dict[int, Handler] = {apis.METADATA: metadata}
