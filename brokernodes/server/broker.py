@@ -114,8 +114,12 @@ class Broker:
         operation: str,
         resource_type: str = "cluster",
         resource_name: str = "",
+        *,
+        count: bool = True,
     ) -> Principal:
-        """The single authorization choke point (see ``auth.authorize``)."""
+        """The single authorization choke point (see ``auth.authorize``). ``count=False``
+        checks without metering a request: for probes inside one request (which of these
+        topics may the caller see, which operations may it perform)."""
         principal = operator_principal(
             self.config.cluster_secret,
             authorization,
@@ -125,7 +129,8 @@ class Broker:
             self.metadata.global_image(),
         ) or authorize(self.image, authorization, operation, resource_type, resource_name)
         self.connection_quotas.admit(current_connection.get(), principal)
-        self.usage.on_request(principal, resource_type, resource_name)
+        if count:
+            self.usage.on_request(principal, resource_type, resource_name)
         return principal
 
     # --- producer ids ------------------------------------------------------------------

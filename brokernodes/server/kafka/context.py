@@ -41,14 +41,23 @@ class KafkaContext:
     mute_ms: int = 0
 
     def authorize(
-        self, operation: str, resource_type: str = "cluster", resource_name: str = ""
+        self,
+        operation: str,
+        resource_type: str = "cluster",
+        resource_name: str = "",
+        *,
+        count: bool = True,
     ) -> Principal:
         """``Broker.authorize`` with this connection's credentials: re-checked on every
         request, so a revoked key fails at its next request. Also sets the request's tenant
-        (topic names resolve within it). Raises the same errors as on HTTP."""
+        (topic names resolve within it). Raises the same errors as on HTTP. ``count=False``
+        for probes that are part of one request (listing filters, authorized operations),
+        so usage metering counts the request, not every resource it looked at."""
         current_client_host.set(self.peer_host)
         current_connection.set(self.transport)
-        return self.broker.authorize(self.auth_header, operation, resource_type, resource_name)
+        return self.broker.authorize(
+            self.auth_header, operation, resource_type, resource_name, count=count
+        )
 
     @property
     def authenticated(self) -> bool:

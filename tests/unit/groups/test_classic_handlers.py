@@ -64,7 +64,7 @@ class Context:
         self.peer_host = "127.0.0.1"
         self.auth_header = None
 
-    def authorize(self, op, rtype="cluster", name=""):
+    def authorize(self, op, rtype="cluster", name="", count=True):
         if (op, rtype, name) in self.denied:
             error = GroupAuthorizationFailedError if rtype == "group" else None
             raise (error or TopicAuthorizationFailedError)(f"may not {op} {rtype} {name}")
@@ -420,7 +420,7 @@ def test_unknown_errors_never_escape(coord, monkeypatch):
 
 
 class TenantContext(Context):
-    def authorize(self, op, rtype="cluster", name=""):
+    def authorize(self, op, rtype="cluster", name="", count=True):
         super().authorize(op, rtype, name)
         return Principal("User:test", "k", "acme")
 

@@ -260,7 +260,7 @@ def context(metadata, topics=None) -> KafkaContext:
     broker = SimpleNamespace(
         metadata=metadata,
         image=image,
-        authorize=lambda header, op, rtype, name: SimpleNamespace(key_id="slk_k"),
+        authorize=lambda header, op, rtype, name, count=True: SimpleNamespace(key_id="slk_k"),
     )
     return KafkaContext(broker, "127.0.0.1", None, auth_header="Bearer slk_k.secret")
 

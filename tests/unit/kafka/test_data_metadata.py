@@ -136,3 +136,50 @@ def test_named_topics_by_name_or_id_with_their_errors():
         assert named_topic(img, name, ZERO_ID, deny)[1]["error_code"] == (
             kerr.TOPIC_AUTHORIZATION_FAILED
         )
+
+
+class CountingContext:
+    """A stand-in handler context recording which authorizations were metered."""
+
+    def __init__(self, image) -> None:
+        from types import SimpleNamespace
+
+        self.broker = SimpleNamespace(image=image, replicas=SimpleNamespace(partitions={}))
+        self.metered: list[tuple[str, str, str]] = []
+        self.probed = 0
+
+    def authorize(self, op, rtype="cluster", name="", count=True):
+        if count:
+            self.metered.append((op, rtype, name))
+        else:
+            self.probed += 1
+
+
+def test_a_metadata_listing_meters_one_request_however_many_topics_it_shows():
+    """Usage metering counts requests: the per-topic checks that filter a listing (and the
+    authorized-operations probes) are not requests of their own."""
+    import asyncio
+
+    from brokernodes.server.kafka.handlers.metadata import metadata
+    from brokernodes.server.protocol.kafka.frames import RequestHeader
+
+    doc = {
+        "cluster_id": "c",
+        "broker_id": 1,
+        "brokers": [{"id": 1, "url": "http://a", "kafka": "a:9092"}],
+        "topics": [
+            {"name": f"t{i}", "topic_id": str(uuid.uuid4()), "partitions": 1, "leaders": [1]}
+            for i in range(5)
+        ],
+    }
+    ctx = CountingContext(parse_metadata(doc))
+    header = RequestHeader(3, 10, 1, "c", True, True, 0)
+    request = {
+        "topics": None,
+        "include_cluster_authorized_operations": True,
+        "include_topic_authorized_operations": True,
+    }
+    answer = asyncio.run(metadata(ctx, header, request))
+    assert sorted(t["name"] for t in answer["topics"]) == [f"t{i}" for i in range(5)]
+    assert ctx.metered == [("DESCRIBE", "cluster", "")]
+    assert ctx.probed > 5

@@ -76,7 +76,7 @@ class Context:
         self.client_id = "rdkafka"
         self.peer_host = "127.0.0.1"
 
-    def authorize(self, op, rtype="cluster", name=""):
+    def authorize(self, op, rtype="cluster", name="", count=True):
         if self.unauthenticated:
             raise UnauthenticatedError("revoked")
         if (op, rtype, name) in self.denied:

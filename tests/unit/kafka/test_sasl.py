@@ -40,7 +40,7 @@ def test_bad_plain_tokens(token, message):
 class _Broker:
     """Accepts key k1 with secret s1."""
 
-    def authorize(self, header, operation, resource_type="cluster", resource_name=""):
+    def authorize(self, header, operation, resource_type="cluster", resource_name="", count=True):
         if header != "Bearer k1.s1":
             raise UnauthenticatedError("unknown or revoked API key")
         return type("P", (), {"key_id": "k1", "tenant": None})()

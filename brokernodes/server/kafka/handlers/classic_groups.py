@@ -407,7 +407,7 @@ def group_operations(ctx: KafkaContext, group_id: str) -> int:
     allowed = []
     for op in gm.GROUP_OPERATIONS:
         try:
-            ctx.authorize(op, "group", group_id)
+            ctx.authorize(op, "group", group_id, count=False)
         except UnauthenticatedError:
             raise
         except SluiceError:

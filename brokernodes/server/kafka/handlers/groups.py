@@ -147,7 +147,7 @@ async def list_groups(ctx: KafkaContext, header: RequestHeader, request: dict) -
     visible = []
     for g in listings:
         try:
-            ctx.authorize("DESCRIBE", "group", g.group_id)
+            ctx.authorize("DESCRIBE", "group", g.group_id, count=False)
         except UnauthenticatedError:
             raise
         except SluiceError:

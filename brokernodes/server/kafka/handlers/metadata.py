@@ -172,7 +172,7 @@ def cluster_operations(ctx: KafkaContext) -> int:
     bits = 0
     for op in CLUSTER_OPERATIONS:
         try:
-            ctx.authorize(op, "cluster")
+            ctx.authorize(op, "cluster", count=False)
         except SluiceError:
             continue
         bits |= operation_bit(op)
@@ -185,7 +185,7 @@ def topic_operations(ctx: KafkaContext, name: str) -> int:
     bits = 0
     for op in TOPIC_OPERATIONS:
         try:
-            ctx.authorize(op, "topic", name)
+            ctx.authorize(op, "topic", name, count=False)
         except SluiceError:
             continue
         bits |= operation_bit(op)
@@ -241,7 +241,7 @@ async def metadata(ctx: KafkaContext, header: RequestHeader, request: dict) -> d
 
     def describable(name: str) -> int:
         try:
-            ctx.authorize("DESCRIBE", "topic", name)
+            ctx.authorize("DESCRIBE", "topic", name, count=False)
         except SluiceError as e:
             return kerr.kafka_code(e)
         return kerr.NONE
