@@ -42,6 +42,7 @@ from brokernodes.server.kafka.handlers.core import (
     api_versions_body,
     authenticate,
 )
+from brokernodes.server.kafka.log_limit import PeerLogLimit
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
 from brokernodes.server.protocol.kafka.codec import ProtocolError
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from brokernodes.server.kafka.listener import KafkaListener
 
 logger = logging.getLogger("sluice.kafka")
+CLOSE_LOG_LIMIT = PeerLogLimit()
 _SIZE = struct.Struct(">i")
 
 
@@ -141,13 +143,21 @@ class KafkaConnection:
         except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
             pass
         except CloseConnection as e:
-            logger.info("closing Kafka connection from %s: %s", self.peer, e)
+            self._log_close(str(e))
         except ProtocolError as e:
-            logger.info("closing Kafka connection from %s: malformed request: %s", self.peer, e)
+            self._log_close(f"malformed request: {e}")
         except Exception:
             logger.exception("Kafka connection from %s failed; closing it", self.peer)
         finally:
             self.writer.transport.abort() if self.broker.stopping else self.writer.close()
+
+    def _log_close(self, reason: str) -> None:
+        """One INFO line per peer per interval (``log_limit``): a reconnecting client with a
+        wrong secret must not flood the log."""
+        held = CLOSE_LOG_LIMIT.allow(self.peer, time.monotonic())
+        if held is not None:
+            more = f" ({held} more from this address since its last line)" if held else ""
+            logger.info("closing Kafka connection from %s: %s%s", self.peer, reason, more)
 
     async def _read_frame(self) -> bytes:
         config = self.broker.config
