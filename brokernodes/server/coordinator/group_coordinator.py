@@ -129,6 +129,7 @@ class GroupCoordinator(ClassicGroupRequests):
         self._loads: set[asyncio.Task] = set()
         self.on_change: list = []  # callables(qualified group id): WebSocket pushes
         self.client_ids: dict[tuple[str, str], str] = {}  # (group, member) -> client id
+        self.client_hosts: dict[tuple[str, str], str] = {}  # (group, member) -> host
         self.known_ends: dict = {}  # (tenant, tp) -> a high watermark seen (commit checks)
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -453,6 +454,10 @@ class GroupCoordinator(ClassicGroupRequests):
                 ) from None
             shard.groups.pop(qualified, None)
             shard.written.pop(qualified, None)
+            self.forget_members(qualified, [m for g, m in list(self.client_ids) if g == qualified])
+            self.forget_members(
+                qualified, [m for g, m in list(self.client_hosts) if g == qualified]
+            )
             p = self._partition(self.metadata.global_image(), shard.partition)
             if p is None or not p.is_leader:
                 raise CoordinatorNotAvailableError("lost leadership of the group's partition")
@@ -490,28 +495,40 @@ class GroupCoordinator(ClassicGroupRequests):
     async def _timer(self) -> None:
         while True:
             await asyncio.sleep(TIMER_INTERVAL_S)
-            now = now_ms()
-            for shard in list(self.shards.values()):
-                if not shard.loaded.is_set() or shard.failed:
+            await self.expire_sessions(now_ms())
+
+    async def expire_sessions(self, now: int) -> None:
+        """Fence the members whose deadlines passed by ``now`` (and end classic join or
+        sync phases that timed out), persisting the groups that changed; the fenced
+        members' client ids and hosts are forgotten."""
+        for shard in list(self.shards.values()):
+            if not shard.loaded.is_set() or shard.failed:
+                continue
+            for gid, group in list(shard.groups.items()):
+                deadline = group.next_deadline_ms()
+                if deadline is None or deadline > now:
                     continue
-                for gid, group in list(shard.groups.items()):
-                    deadline = group.next_deadline_ms()
-                    if deadline is None or deadline > now:
-                        continue
-                    try:
-                        async with shard.lock:
-                            if shard.groups.get(gid) is not group:
-                                continue
-                            fenced = group.expire(now_ms())
-                            if fenced:
-                                logger.info("group %s: session expired for %s", gid, fenced)
-                            if fenced or isinstance(group, ClassicGroup):
-                                # a classic group's join or sync phase may have ended too
-                                await self._persist(shard, gid)
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception:
-                        logger.exception("expiring members of group %s failed", gid)
+                try:
+                    async with shard.lock:
+                        if shard.groups.get(gid) is not group:
+                            continue
+                        fenced = group.expire(now)
+                        if fenced:
+                            logger.info("group %s: session expired for %s", gid, fenced)
+                            self.forget_members(gid, fenced)
+                        if fenced or isinstance(group, ClassicGroup):
+                            # a classic group's join or sync phase may have ended too
+                            await self._persist(shard, gid)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    logger.exception("expiring members of group %s failed", gid)
+
+    def forget_members(self, qualified: str, member_ids) -> None:
+        """Drop what describe remembers of members that are gone (client id, host)."""
+        for member_id in member_ids:
+            self.client_ids.pop((qualified, member_id), None)
+            self.client_hosts.pop((qualified, member_id), None)
 
 
 def session_timeout(value: int | None) -> int | None:

@@ -14,7 +14,6 @@ Group ids are tenant-relative here; the service qualifies them (``<tenant>/<grou
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -50,8 +49,6 @@ LogOffsetsReader = Callable[
     ["ClusterMetadata", Iterable[Query], "str | None"],
     Awaitable[dict[tuple[str, int], LogOffsets]],
 ]
-
-_CLIENT_HOSTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 HEALTH_WARN_MS = 10_000
 HEALTH_ERR_MS = 60_000
@@ -125,9 +122,10 @@ class GroupService:
     def __init__(self, coordinator: GroupCoordinator, read_log_offsets: LogOffsetsReader) -> None:
         self.coordinator = coordinator
         self.read_log_offsets = read_log_offsets
-        # (qualified group, member id) -> the member's host, shared by every service over
-        # this coordinator (the HTTP and Kafka fronts each make one)
-        self.client_hosts: dict[tuple[str, str], str] = _CLIENT_HOSTS.setdefault(coordinator, {})
+        # (qualified group, member id) -> the member's host: the coordinator's, so every
+        # service over it (the HTTP and Kafka fronts each make one) shares it, and members
+        # whose sessions expire are forgotten with their client ids
+        self.client_hosts: dict[tuple[str, str], str] = coordinator.client_hosts
 
     def view(self, tenant: str | None) -> ClusterMetadata:
         """The cluster as ``tenant`` sees it (all of it for the control plane's ``None``)."""

@@ -20,7 +20,7 @@ from brokernodes.groups.classic import (
     ClassicState,
 )
 from brokernodes.records.batch import decode_batches
-from brokernodes.server.coordinator.group_coordinator import GroupCoordinator, Shard
+from brokernodes.server.coordinator.group_coordinator import GroupCoordinator, Shard, now_ms
 
 DELAY = 100
 
@@ -236,5 +236,24 @@ def test_closing_the_coordinator_answers_parked_joins(coord):
         await asyncio.sleep(0.01)
         await coord.close()
         assert (await asyncio.wait_for(parked, 5)).error == "COORDINATOR_NOT_AVAILABLE"
+
+    asyncio.run(scenario())
+
+
+def test_expired_members_are_forgotten_with_their_client_ids_and_hosts(coord, monkeypatch):
+    """Describe remembers each member's client id and host; a member whose session
+    expires leaves nothing behind (they used to stay for the coordinator's life)."""
+    monkeypatch.setattr(coord, "partition_counts", lambda _group, _topics: {"t": 2})
+
+    async def scenario():
+        await coord.heartbeat("kg", None, 0, subscriptions=["t"], session_timeout_ms=2_000)
+        (member_id,) = coord.shards[0].groups["kg"].members
+        coord.client_ids["kg", member_id] = "client-a"
+        coord.client_hosts["kg", member_id] = "10.0.0.7"
+        await coord.expire_sessions(now_ms() + 60_000)
+        group = coord.shards[0].groups.get("kg")
+        assert group is None or group.members == {}
+        assert ("kg", member_id) not in coord.client_ids
+        assert ("kg", member_id) not in coord.client_hosts
 
     asyncio.run(scenario())

@@ -43,6 +43,7 @@ class Coordinator:
     def __init__(self) -> None:
         self.metadata = SimpleNamespace(global_image=lambda: IMAGE)
         self.client_ids: dict = {}
+        self.client_hosts: dict = {}
         self.known_ends: dict = {}
         self.calls: list = []
         self.error: Exception | None = None

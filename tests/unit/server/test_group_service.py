@@ -43,6 +43,7 @@ class StandInCoordinator:
         self.metadata = SimpleNamespace(global_image=lambda: IMAGE)
         self.known_ends: dict = {}
         self.client_ids: dict = {}
+        self.client_hosts: dict = {}
         self.shard = SimpleNamespace(groups={}, offsets=OffsetStore())
         self.commits: list = []
         self.applied: list = []
