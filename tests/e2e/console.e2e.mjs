@@ -301,7 +301,12 @@ await step("reports page draws stored reports", async () => {
 
 await step("service account and an API key shown once", async () => {
   await page.getByRole("link", { name: "Service accounts" }).click();
-  await page.getByLabel("Name").fill(`e2e-sa-${Date.now().toString(36)}`);
+  // the list first: a form filled while the page still loads can be drawn again empty
+  await page.getByRole("table", { name: "Service accounts" }).getByText("demo-app").first().waitFor();
+  const accountName = page.getByLabel("Name");
+  const account = `e2e-sa-${Date.now().toString(36)}`;
+  await accountName.fill(account);
+  if ((await accountName.inputValue()) !== account) await accountName.fill(account);
   await page.getByRole("button", { name: "Create" }).click();
   await page.getByRole("table", { name: "Service accounts" }).getByText("e2e-sa-", { exact: false }).first().waitFor();
   await shot("service-accounts");
