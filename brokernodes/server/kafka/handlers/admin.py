@@ -37,14 +37,13 @@ from brokernodes.server.kafka.handlers.metadata import (
 from brokernodes.server.metadata.client import ControlPlaneMetadataSource
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
-from brokernodes.server.protocol.kafka.codec import uuid_bytes
+from brokernodes.server.protocol.kafka.codec import ZERO_UUID, uuid_bytes
 
 if TYPE_CHECKING:
     from brokernodes.server.metadata.cluster import ClusterMetadata
     from brokernodes.server.protocol.kafka.frames import RequestHeader
 
 IMAGE_WAIT_S = 10.0
-ZERO_UUID = bytes(16)
 
 
 def _authorize(ctx: KafkaContext, operation: str, resource_type: str, name: str = "") -> None:

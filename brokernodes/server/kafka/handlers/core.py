@@ -3,6 +3,8 @@ connection may send before it has authenticated."""
 
 from __future__ import annotations
 
+import functools
+
 from brokernodes.errors import SluiceError
 from brokernodes.server.kafka.context import Handler, KafkaContext
 from brokernodes.server.kafka.sasl import MECHANISMS, SaslError, parse_plain
@@ -11,14 +13,17 @@ from brokernodes.server.protocol.kafka import errors as kerr
 from brokernodes.server.protocol.kafka.frames import RequestHeader
 
 
+@functools.cache
+def _api_keys() -> tuple[dict, ...]:
+    """The advertised ranges, built once (the table is fixed for the process's life)."""
+    return tuple(
+        {"api_key": a.key, "min_version": a.min_version, "max_version": a.max_version}
+        for a in apis.apis().values()
+    )
+
+
 def api_versions_body(error_code: int = kerr.NONE) -> dict:
-    return {
-        "error_code": error_code,
-        "api_keys": [
-            {"api_key": a.key, "min_version": a.min_version, "max_version": a.max_version}
-            for a in apis.apis().values()
-        ],
-    }
+    return {"error_code": error_code, "api_keys": _api_keys()}
 
 
 async def api_versions(ctx: KafkaContext, header: RequestHeader, request: dict) -> dict:

@@ -20,7 +20,7 @@ from brokernodes.server.kafka.acl_codes import operation_bit
 from brokernodes.server.kafka.context import Handler, KafkaContext
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
-from brokernodes.server.protocol.kafka.codec import uuid_bytes
+from brokernodes.server.protocol.kafka.codec import ZERO_UUID, uuid_bytes
 
 if TYPE_CHECKING:
     from brokernodes.server.metadata.cluster import (
@@ -199,7 +199,7 @@ def requested_names(version: int, topics: list | None) -> list[dict] | None:
     return topics
 
 
-ZERO_ID = bytes(16)
+ZERO_ID = ZERO_UUID  # a topic named by name, not by id
 
 
 def named_topic(

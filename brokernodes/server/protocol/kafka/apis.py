@@ -56,13 +56,6 @@ def response_codec(api_key: int, version: int) -> MessageCodec:
     return compile_message(_specs()[api_key, "response"], version)
 
 
-def api_key(name: str) -> int:
-    for api in apis().values():
-        if api.name == name:
-            return api.key
-    raise KeyError(name)
-
-
 # API keys by name, for handlers' tables
 PRODUCE = 0
 FETCH = 1

@@ -108,14 +108,18 @@ def _need(buf, pos: int, n: int) -> None:
         raise ProtocolError(f"a field of {n} bytes runs past the end of the message")
 
 
-def read_string(buf, pos: int, flexible: bool, nullable: bool = True) -> tuple[str | None, int]:
+def _read_length(buf, pos: int, flexible: bool, classic: struct.Struct) -> tuple[int, int]:
+    """A length prefix (-1: null): a compact unsigned varint of length + 1 in flexible
+    versions, else ``classic`` (int16 for strings, int32 for bytes and arrays)."""
     if flexible:
         n, pos = read_uvarint(buf, pos)
-        n -= 1
-    else:
-        _need(buf, pos, 2)
-        (n,) = _I16.unpack_from(buf, pos)
-        pos += 2
+        return n - 1, pos
+    _need(buf, pos, classic.size)
+    return classic.unpack_from(buf, pos)[0], pos + classic.size
+
+
+def read_string(buf, pos: int, flexible: bool, nullable: bool = True) -> tuple[str | None, int]:
+    n, pos = _read_length(buf, pos, flexible, _I16)
     if n < 0:
         return _null(nullable, "string"), pos
     _need(buf, pos, n)
@@ -126,13 +130,7 @@ def read_string(buf, pos: int, flexible: bool, nullable: bool = True) -> tuple[s
 
 
 def read_bytes(buf, pos: int, flexible: bool, view: bool = False, nullable: bool = True):
-    if flexible:
-        n, pos = read_uvarint(buf, pos)
-        n -= 1
-    else:
-        _need(buf, pos, 4)
-        (n,) = _I32.unpack_from(buf, pos)
-        pos += 4
+    n, pos = _read_length(buf, pos, flexible, _I32)
     if n < 0:
         return _null(nullable, "bytes"), pos
     _need(buf, pos, n)
@@ -143,13 +141,7 @@ def read_bytes(buf, pos: int, flexible: bool, view: bool = False, nullable: bool
 def read_count(buf, pos: int, flexible: bool) -> tuple[int, int]:
     """An array's length (-1: null), checked against the bytes left (each element takes at
     least one byte), so a hostile count cannot make the decoder loop or allocate."""
-    if flexible:
-        n, pos = read_uvarint(buf, pos)
-        n -= 1
-    else:
-        _need(buf, pos, 4)
-        (n,) = _I32.unpack_from(buf, pos)
-        pos += 4
+    n, pos = _read_length(buf, pos, flexible, _I32)
     if n > len(buf) - pos:
         raise ProtocolError(f"an array of {n} elements cannot fit in the message")
     return n, pos
