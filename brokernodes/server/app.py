@@ -27,6 +27,7 @@ from brokernodes.server.connections import current_connection
 from brokernodes.server.http import admin as http_admin
 from brokernodes.server.http import cursors as http_cursors
 from brokernodes.server.http import fetch as http_fetch
+from brokernodes.server.http import forward as http_forward
 from brokernodes.server.http import groups as http_groups
 from brokernodes.server.http import produce as http_produce
 from brokernodes.server.http import replication as http_replication
@@ -143,6 +144,7 @@ def build_app(broker: Broker, extra_routes: Iterable[RouteInstaller] = ()) -> we
     http_cursors.add_routes(app, broker)
     http_segments.add_routes(app, broker)
     ws_routes.add_routes(app, broker)
+    http_forward.install(app, broker)  # one front door: its client's connections
     for install in extra_routes:
         install(app, broker)
     return app

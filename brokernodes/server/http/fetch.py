@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from brokernodes.errors import KafkaStorageError
+from brokernodes.errors import KafkaStorageError, NotLeaderOrFollowerError
 from brokernodes.records.compression import max_inflated_bytes
+from brokernodes.server.http.forward import forwardable, forwarder
 from brokernodes.server.http.replication import authenticate_broker
 from brokernodes.server.http.sendfile import SliceResponse, close_slices, open_slices
 from brokernodes.server.http.util import auth_header, json_response, topic_partition
@@ -82,7 +83,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         max_wait_ms = int_param(query, "max_wait_ms", 0, minimum=0, maximum=config.max_wait_ms)
         return max_bytes, max_wait_ms
 
-    async def fetch_batches(request: SluiceRequest) -> SliceResponse:
+    async def fetch_batches(request: SluiceRequest) -> SliceResponse | web.Response:
         topic, p = topic_partition(request)
         q = request.query
         replica = "replica_id" in q
@@ -93,15 +94,20 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             principal = broker.authorize(auth_header(request), "READ", "topic", topic)
         max_bytes, max_wait_ms = limits(q)
         min_bytes = int_param(q, "min_bytes", 1, minimum=0)
-        data, opened = await fetch_and_open(
-            topic,
-            p,
-            q,
-            min_bytes=min_bytes,
-            max_wait_ms=max_wait_ms,
-            max_bytes=max_bytes,
-            replica=replica,
-        )
+        try:
+            data, opened = await fetch_and_open(
+                topic,
+                p,
+                q,
+                min_bytes=min_bytes,
+                max_wait_ms=max_wait_ms,
+                max_bytes=max_bytes,
+                replica=replica,
+            )
+        except NotLeaderOrFollowerError:
+            if replica or not forwardable(request):
+                raise
+            return await forwarder(broker).forward(request, topic, p)  # one front door
         try:
             total = sum(s.length for s in opened)
             # KIP-219: record, then answer after the throttle time
@@ -136,9 +142,14 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         )
         fmt = choice_param(q, "format", ("json", "text", "base64"), "json")
         offset = int_param(q, "offset", minimum=0)
-        data, opened = await fetch_and_open(
-            topic, p, q, min_bytes=1, max_wait_ms=max_wait_ms, max_bytes=max_bytes
-        )
+        try:
+            data, opened = await fetch_and_open(
+                topic, p, q, min_bytes=1, max_wait_ms=max_wait_ms, max_bytes=max_bytes
+            )
+        except NotLeaderOrFollowerError:
+            if not forwardable(request):
+                raise
+            return await forwarder(broker).forward(request, topic, p)  # one front door
         try:
             raw = b"".join(pread_exactly(s.fd, s.length, s.position) for s in opened)
         finally:
@@ -166,7 +177,12 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         topic, p = topic_partition(request)
         broker.authorize(auth_header(request), "DESCRIBE", "topic", topic)
         timestamp = timestamp_param(request.query)
-        found = broker.replicas.list_offsets(topic, p, timestamp)
+        try:
+            found = broker.replicas.list_offsets(topic, p, timestamp)
+        except NotLeaderOrFollowerError:
+            if not forwardable(request):
+                raise
+            return await forwarder(broker).forward(request, topic, p)  # one front door
         return json_response({"offset": found.offset, "timestamp": found.timestamp})
 
     base = "/sluice/v1/topics/{topic}/partitions/{partition}"

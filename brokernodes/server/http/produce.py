@@ -6,8 +6,10 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from brokernodes.errors import InvalidRequestError, RequestTooLargeError
+from brokernodes.errors import InvalidRequestError, NotLeaderOrFollowerError, RequestTooLargeError
+from brokernodes.server.http import forward
 from brokernodes.server.http.body import read_body
+from brokernodes.server.http.forward import forwardable, forwarder
 from brokernodes.server.http.util import (
     auth_header,
     check_cluster,
@@ -73,6 +75,9 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         broker.quotas.check_storage(principal)
         entry = parse_entry(parse_json(body))
         (result,) = await broker.produce_entries(topic, [entry], acks=acks)
+        if result.error.__class__ is NotLeaderOrFollowerError and forwardable(request):
+            # one front door: the key's partition is led elsewhere (http/forward.py)
+            return await forwarder(broker).forward(request, topic, result.partition, body)
         throttle = await broker.quotas.throttle_produce(principal, len(body))
         if result.error is not None:
             raise result.error
@@ -103,7 +108,10 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         body = await body_of(request)
         broker.quotas.check_storage(principal)
         good, bad = parse_batch(parse_json(body))
-        results = await broker.produce_entries(topic, good, acks=acks)
+        # entries for partitions led elsewhere go on to their leaders (http/forward.py)
+        results = await forward.produce_entries(
+            broker, request, topic, good, acks=acks, authorization=auth_header(request)
+        )
         throttle = await broker.quotas.throttle_produce(principal, len(body))
         successes = []
         failures = [
@@ -135,7 +143,13 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         topic, p = topic_partition(request)
         principal = broker.authorize(auth_header(request), "WRITE", "topic", topic)
         acks = acks_param(request.query)
-        partition = broker.replicas.get_partition(topic, p)  # 404 / 421 before the body
+        try:
+            partition = broker.replicas.get_partition(topic, p)  # 404 / 421 before the body
+        except NotLeaderOrFollowerError:
+            if not forwardable(request):
+                raise
+            # one front door: the leader answers (http/forward.py)
+            return await forwarder(broker).forward(request, topic, p, await body_of(request))
         body = await body_of(request)
         if not body:
             raise InvalidRequestError(

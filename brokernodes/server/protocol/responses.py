@@ -26,6 +26,9 @@ STATUS_BY_CODE: dict[str, int] = {
     "METHOD_NOT_ALLOWED": 405,
     "OFFSET_OUT_OF_RANGE": 416,
     "NOT_LEADER_OR_FOLLOWER": 421,
+    # a call forwarded to a partition's leader (docs/data-plane-api.md, "One front door")
+    "LEADER_NOT_AVAILABLE": 503,
+    "NETWORK_EXCEPTION": 503,
     "OUT_OF_ORDER_SEQUENCE_NUMBER": 409,
     "INVALID_PRODUCER_EPOCH": 409,
     "PRODUCER_FENCED": 409,
