@@ -2,8 +2,11 @@
 
 Config names are Kafka's. The log settings are checked against ``LogConfig`` (the broker's
 own parser, so the control plane never stores a config a broker would refuse); the topic-level
-settings ``LogConfig`` does not hold (``min.insync.replicas``, ``message.timestamp.type``) are
-checked here. Values are stored as strings, as Kafka's topic configs are.
+settings ``LogConfig`` does not hold (``min.insync.replicas``,
+``unclean.leader.election.enable``) are checked here. Kafka configs the broker does not honour
+yet (``UNSUPPORTED_TOPIC_CONFIGS``) are refused by name with the reason, never stored to do
+nothing. Values are stored as strings, as Kafka's topic configs are. docs/topic-configs.md
+lists every accepted config and what the broker does with it.
 """
 
 from __future__ import annotations
@@ -13,18 +16,27 @@ from collections.abc import Mapping
 from dataclasses import fields as dc_fields
 from typing import Any
 
-from brokernodes.storage.config import CLEANUP_POLICIES, MAX_LONG, LogConfig
+from brokernodes.storage.config import (
+    CLEANUP_POLICIES,
+    COMPRESSION_TYPES,
+    MAX_LONG,
+    TIMESTAMP_TYPES,
+    UNSUPPORTED_TOPIC_CONFIGS,
+    LogConfig,
+)
 
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 MAX_INT = 2**31 - 1
-TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 LOG_CONFIG_NAMES = frozenset(f.name.replace("_", ".") for f in dc_fields(LogConfig))
-TOPIC_ONLY_NAMES = frozenset(
-    {"min.insync.replicas", "message.timestamp.type", "unclean.leader.election.enable"}
-)
+TOPIC_ONLY_NAMES = frozenset({"min.insync.replicas", "unclean.leader.election.enable"})
 BOOLEAN_CONFIGS = frozenset({"unclean.leader.election.enable"})
-KNOWN_CONFIGS = LOG_CONFIG_NAMES | TOPIC_ONLY_NAMES
+STRING_CONFIGS: dict[str, tuple[str, ...]] = {
+    "message.timestamp.type": TIMESTAMP_TYPES,
+    "compression.type": tuple(COMPRESSION_TYPES),
+}
+KNOWN_CONFIGS = (LOG_CONFIG_NAMES | TOPIC_ONLY_NAMES) - frozenset(UNSUPPORTED_TOPIC_CONFIGS)
+"""Every topic config the control plane accepts (docs/topic-configs.md says what each does)."""
 
 # name -> (minimum, maximum, what it means); -1 is allowed where listed in MINUS_ONE_OK
 _INT_RANGES: dict[str, tuple[int, int]] = {
@@ -40,7 +52,6 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
     "min.compaction.lag.ms": (0, MAX_LONG),
     "max.compaction.lag.ms": (1, MAX_LONG),
     "max.message.bytes": (1, MAX_INT),
-    "file.delete.delay.ms": (0, MAX_LONG),
     "message.timestamp.before.max.ms": (0, MAX_LONG),
     "message.timestamp.after.max.ms": (0, MAX_LONG),
     "min.insync.replicas": (1, MAX_INT),
@@ -83,6 +94,12 @@ def normalise_configs(
         errors.setdefault(name, []).append(message)
 
     for name, value in configs.items():
+        if name in UNSUPPORTED_TOPIC_CONFIGS:
+            err(
+                name,
+                f"not supported yet: {UNSUPPORTED_TOPIC_CONFIGS[name]}; remove this config",
+            )
+            continue
         if name not in KNOWN_CONFIGS:
             err(name, f"unknown topic config; known: {', '.join(sorted(KNOWN_CONFIGS))}")
             continue
@@ -102,9 +119,10 @@ def normalise_configs(
                 err(name, "must be true or false")
             else:
                 out[name] = flag
-        elif name == "message.timestamp.type":
-            if value not in TIMESTAMP_TYPES:
-                err(name, f"must be one of {', '.join(TIMESTAMP_TYPES)}")
+        elif name in STRING_CONFIGS:
+            choices = STRING_CONFIGS[name]
+            if value not in choices:
+                err(name, f"must be one of {', '.join(choices)}")
             else:
                 out[name] = str(value)
         elif name == "min.cleanable.dirty.ratio":
@@ -148,11 +166,13 @@ def normalise_configs(
 
 
 def effective_configs(overrides: Mapping[str, str]) -> dict[str, str]:
-    """Every config with its effective value: the overrides over Kafka's defaults."""
+    """Every accepted config with its effective value: the overrides over Kafka's defaults."""
     defaults = LogConfig()
-    out = {f.name.replace("_", "."): str(getattr(defaults, f.name)) for f in dc_fields(LogConfig)}
+    out = {
+        name: str(getattr(defaults, name.replace(".", "_")))
+        for name in LOG_CONFIG_NAMES & KNOWN_CONFIGS
+    }
     out["min.insync.replicas"] = "1"
-    out["message.timestamp.type"] = "CreateTime"
     out["unclean.leader.election.enable"] = "false"
     out.update(overrides)
     return dict(sorted(out.items()))

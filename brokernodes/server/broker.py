@@ -188,12 +188,16 @@ class Broker:
                 result.error = e
                 continue
             by_partition[result.partition].append(result)
+        codec = topic.log_config.compression_codec or 0  # producer: the batch as built
         if len(by_partition) == 1:  # the common case: no task per partition to gather
             ((p, rs),) = by_partition.items()
-            await self._append_entries(topic_name, p, rs, acks)
+            await self._append_entries(topic_name, p, rs, acks, codec)
         elif by_partition:
             await asyncio.gather(
-                *(self._append_entries(topic_name, p, rs, acks) for p, rs in by_partition.items())
+                *(
+                    self._append_entries(topic_name, p, rs, acks, codec)
+                    for p, rs in by_partition.items()
+                )
             )
         sticky = self._sticky.get(topic.topic_id)
         if sticky is not None and sticky.sticky_partition is not None:
@@ -225,8 +229,10 @@ class Broker:
         return result
 
     async def _append_entries(
-        self, topic: str, partition: int, results: list[EntryResult], acks: int
+        self, topic: str, partition: int, results: list[EntryResult], acks: int, codec: int
     ) -> None:
+        """One batch of JSON records in the topic's codec; on a LogAppendTime topic each
+        record's answered timestamp is the append time."""
         now = int(time.time() * 1000)
         records = []
         for r in results:
@@ -234,12 +240,15 @@ class Broker:
             r.timestamp = now if e.timestamp is None else e.timestamp
             records.append(Record(r.timestamp, e.key, e.value, e.headers))
         try:
-            batch = bytearray(encode_batch(records))
+            batch = bytearray(encode_batch(records, compression=codec))
             appended = await self.replicas.append(topic, partition, batch, acks=acks)
         except SluiceError as e:
             for r in results:
                 r.error = e
             return
         self.metrics.record_in(topic, appended.bytes, appended.record_count)
+        append_time = appended.log_append_time
         for i, r in enumerate(results):
             r.offset = appended.base_offset + i
+            if append_time >= 0:
+                r.timestamp = append_time

@@ -103,6 +103,8 @@ class SegmentInfo:
     largest_timestamp: int = -1
     next_offset: int | None = None
     """Offset after the segment's last batch, None if unknown or empty."""
+    first_timestamp: int = -1
+    """The first batch's max timestamp (-1: none or unknown): KIP-354's compaction delay."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +179,19 @@ def cleanable_range(
         first_uncleanable,
         clean_bytes,
         dirty_bytes,
+    )
+
+
+def compaction_lag_due(
+    segments: Sequence[SegmentInfo], rng: CleanableRange, now_ms: int, max_lag_ms: int
+) -> bool:
+    """KIP-354 (``max.compaction.lag.ms``): a cleanable dirty segment whose first batch is
+    older than the lag must be cleaned now, whatever the dirty ratio."""
+    deadline = now_ms - max_lag_ms
+    return any(
+        rng.first_dirty_offset <= s.base_offset < rng.first_uncleanable_offset
+        and 0 <= s.first_timestamp <= deadline
+        for s in segments
     )
 
 
@@ -354,7 +369,11 @@ class LogCleaner:
         if rng.first_uncleanable_offset <= infos[0].base_offset:
             stats.reason = "no closed segment below the first uncleanable offset"
             return None
-        if not (rng.should_clean(ratio) or force):
+        if not (
+            rng.should_clean(ratio)
+            or force
+            or compaction_lag_due(infos, rng, now, config.max_compaction_lag_ms)
+        ):
             stats.reason = (
                 f"dirty ratio {rng.dirty_ratio:.2f} is below min.cleanable.dirty.ratio={ratio}"
                 if rng.dirty_bytes
@@ -574,7 +593,13 @@ def _with_last_flag(
 
 def _info(seg: LogSegment) -> SegmentInfo:
     try:
-        return SegmentInfo(seg.base_offset, seg.size, seg.largest_timestamp, seg.next_offset)
+        return SegmentInfo(
+            seg.base_offset,
+            seg.size,
+            seg.largest_timestamp,
+            seg.next_offset,
+            seg.rolling_timestamp if seg.size else -1,
+        )
     except KafkaStorageError:
         return SegmentInfo(seg.base_offset, seg.size)
 

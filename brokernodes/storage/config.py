@@ -8,9 +8,49 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from types import MappingProxyType
+
+from brokernodes.records.compression import Compression
 
 MAX_LONG = 2**63 - 1
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+CREATE_TIME = "CreateTime"
+LOG_APPEND_TIME = "LogAppendTime"
+TIMESTAMP_TYPES = (CREATE_TIME, LOG_APPEND_TIME)
+PRODUCER = "producer"
+COMPRESSION_TYPES: Mapping[str, int | None] = MappingProxyType(
+    {
+        PRODUCER: None,  # batches are stored as the producer sent them
+        "uncompressed": int(Compression.NONE),
+        "gzip": int(Compression.GZIP),
+        "snappy": int(Compression.SNAPPY),
+        "lz4": int(Compression.LZ4),
+        "zstd": int(Compression.ZSTD),
+    }
+)
+"""Kafka's topic ``compression.type`` values and the codec id a leader stores batches in."""
+_STRING_FIELDS = frozenset({"cleanup_policy", "message_timestamp_type", "compression_type"})
+
+UNSUPPORTED_TOPIC_CONFIGS: Mapping[str, str] = MappingProxyType(
+    {
+        "file.delete.delay.ms": "segments leaving the log are deleted at once; fetches in "
+        "flight keep their open files instead of a delay",
+        "segment.jitter.ms": "segments roll at segment.ms exactly",
+        "preallocate": "segment files grow as they are written",
+        "message.downconversion.enable": "only RecordBatch v2 is served; there is nothing "
+        "to down-convert",
+        "message.format.version": "only RecordBatch v2 (magic 2) is stored",
+        "message.timestamp.difference.max.ms": "use message.timestamp.before.max.ms and "
+        "message.timestamp.after.max.ms (KIP-937)",
+        "leader.replication.throttled.replicas": "replication is not throttled",
+        "follower.replication.throttled.replicas": "replication is not throttled",
+        "remote.storage.enable": "there is no tiered storage",
+        "local.retention.ms": "there is no tiered storage",
+        "local.retention.bytes": "there is no tiered storage",
+    }
+)
+"""Kafka topic configs Sluice does not honour yet, with why: the control plane refuses them
+(INVALID_CONFIG) rather than store a setting that would do nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +81,10 @@ class LogConfig:
     # broker's clock when produced (brokernodes.records.validator)
     message_timestamp_before_max_ms: int = MAX_LONG
     message_timestamp_after_max_ms: int = 60 * 60 * 1000
+    # LogAppendTime: the leader stamps each batch with its append time (records.rewrite)
+    message_timestamp_type: str = CREATE_TIME
+    # producer: stored as sent; else the leader recompresses batches of another codec
+    compression_type: str = PRODUCER
 
     def __post_init__(self) -> None:
         if self.cleanup_policy not in CLEANUP_POLICIES:
@@ -72,6 +116,16 @@ class LogConfig:
                 raise ValueError(f"{name.replace('_', '.')} must not be negative")
         if self.flush_messages < 1:
             raise ValueError("flush.messages must be at least 1")
+        if self.message_timestamp_type not in TIMESTAMP_TYPES:
+            raise ValueError(
+                f"message.timestamp.type must be one of {', '.join(TIMESTAMP_TYPES)}, "
+                f"not {self.message_timestamp_type!r}"
+            )
+        if self.compression_type not in COMPRESSION_TYPES:
+            raise ValueError(
+                f"compression.type must be one of {', '.join(COMPRESSION_TYPES)}, "
+                f"not {self.compression_type!r}"
+            )
 
     @property
     def delete_enabled(self) -> bool:
@@ -81,6 +135,30 @@ class LogConfig:
     @property
     def compact_enabled(self) -> bool:
         return "compact" in self.cleanup_policy
+
+    @property
+    def roll_ms(self) -> int:
+        """The age at which the active segment rolls: segment.ms, or max.compaction.lag.ms
+        when lower on a compacted log (KIP-354: the active segment is never cleaned, so it
+        must close in time for its records to be compacted within the lag)."""
+        if self.compact_enabled and self.max_compaction_lag_ms < self.segment_ms:
+            return self.max_compaction_lag_ms
+        return self.segment_ms
+
+    @property
+    def log_append_time(self) -> bool:
+        """message.timestamp.type=LogAppendTime: batches carry the leader's append time."""
+        return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @property
+    def compression_codec(self) -> int | None:
+        """The codec id batches are stored in; None (``producer``) keeps the producer's."""
+        return COMPRESSION_TYPES[self.compression_type]
+
+    @property
+    def rewrites_batches(self) -> bool:
+        """Whether a leader's append may change a batch's bytes (timestamp or codec)."""
+        return self.message_timestamp_type != CREATE_TIME or self.compression_type != PRODUCER
 
     def with_changes(self, **changes: object) -> LogConfig:
         return replace(self, **changes)
@@ -94,7 +172,7 @@ class LogConfig:
             name = key.replace(".", "_")
             if name not in known:
                 raise ValueError(f"unknown log config {key!r}")
-            if name == "cleanup_policy":
+            if name in _STRING_FIELDS:
                 values[name] = str(raw)
             elif name == "min_cleanable_dirty_ratio":
                 values[name] = float(raw)  # type: ignore[arg-type]

@@ -458,7 +458,7 @@ class PartitionLog(LogFlush):
             waited = max_ts - rolling_ts if rolling_ts >= 0 else now - seg.created_ms
             if (
                 seg.size + n > c.segment_bytes
-                or waited > c.segment_ms
+                or waited > c.roll_ms
                 or last - seg.base_offset > INT32_MAX
                 or seg.indexes_full
             ):
@@ -592,7 +592,7 @@ class PartitionLog(LogFlush):
             waited = max_ts - rolling_ts if rolling_ts >= 0 else now - seg.created_ms
             if (
                 seg.size + size > c.segment_bytes
-                or waited > c.segment_ms
+                or waited > c.roll_ms
                 or seg.indexes_full
                 or not seg.can_hold_offset(last)
                 or base < seg.base_offset

@@ -163,7 +163,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         answer = {
             "base_offset": result.base_offset,
             "last_offset": result.last_offset,
-            "log_append_time": -1,
+            "log_append_time": result.log_append_time,
             "log_start_offset": result.log_start_offset,
             "duplicate": result.duplicate,
             "throttle_time_ms": throttle,

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
-from brokernodes.storage.config import LogConfig
+from brokernodes.storage.config import UNSUPPORTED_TOPIC_CONFIGS, LogConfig
 
 # Kafka's ConfigResource.Type
 RESOURCE_TOPIC = 2
@@ -55,13 +55,19 @@ _DOCS: Mapping[str, str] = {
     "segment.ms": "the age at which a partition's active segment rolls",
     "max.message.bytes": "the largest record batch the topic accepts",
     "min.insync.replicas": "in-sync replicas an acks=all write needs",
-    "message.timestamp.type": "CreateTime (the producer's) or LogAppendTime (the broker's)",
+    "message.timestamp.type": "CreateTime (the producer's) or LogAppendTime (the leader's "
+    "append time, stamped on every batch)",
+    "compression.type": "producer (stored as sent), uncompressed, gzip, snappy, lz4 or zstd "
+    "(the leader recompresses batches sent in another codec)",
+    "message.timestamp.before.max.ms": "how far before the broker's clock a CreateTime "
+    "timestamp may lie",
+    "message.timestamp.after.max.ms": "how far after the broker's clock a CreateTime "
+    "timestamp may lie",
 }
 
 
 TOPIC_DEFAULTS = {
     "min.insync.replicas": "1",
-    "message.timestamp.type": "CreateTime",
     "unclean.leader.election.enable": "false",
 }
 
@@ -71,6 +77,8 @@ def effective_configs(overrides: Mapping[str, str]) -> dict[str, str]:
     plane answers; used by a broker without one, from its metadata file's overrides)."""
     defaults = LogConfig()
     out = {f.name.replace("_", "."): str(getattr(defaults, f.name)) for f in fields(LogConfig)}
+    for name in UNSUPPORTED_TOPIC_CONFIGS:  # kept by the broker's parser, refused by the
+        out.pop(name, None)  # control plane: not listed
     out.update(TOPIC_DEFAULTS)
     out.update(overrides)
     return out

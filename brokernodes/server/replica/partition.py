@@ -69,6 +69,7 @@ from brokernodes.server.metadata.cluster import PartitionInfo
 from brokernodes.server.replica.errors import error_for
 from brokernodes.server.replica.hw_checkpoint import read_high_watermark, write_high_watermark
 from brokernodes.server.replica.produce_checks import check_produce
+from brokernodes.server.replica.produce_rewrite import rewrite_produce
 from brokernodes.storage.config import MAX_LONG
 from brokernodes.storage.log import AppendInfo, FetchData, PartitionLog
 from brokernodes.storage.producer_state import BatchMetadata, ProducerStateManager
@@ -113,6 +114,9 @@ class AppendResult:
     # one (base offset, last offset, duplicate) per batch of a request of several batches,
     # in request order: each batch's own outcome (None for a one-batch request)
     batches: list[tuple[int, int, bool]] | None = None
+    # LogAppendTime topics: the time the leader stamped on the batches (a duplicate's from
+    # its original append); -1 for CreateTime topics, as Kafka answers
+    log_append_time: int = -1
 
 
 def batch_offsets(
@@ -421,7 +425,7 @@ class Partition:
         rolling = active.rolling_timestamp
         newest = max(h.max_timestamp for h in headers)
         waited = newest - rolling if rolling >= 0 else int(time.time() * 1000) - active.created_ms
-        return waited + ROLL_MARGIN_MS > c.segment_ms
+        return waited + ROLL_MARGIN_MS > c.roll_ms
 
     async def append_as_leader(
         self, buf: bytearray, *, acks: int = 1, timeout: float = 30.0
@@ -441,11 +445,16 @@ class Partition:
         if not headers:
             raise InvalidRecordError("the request holds no record batch")
         idempotent = any(h.producer_id >= 0 for h in headers)
+        append_time = -1
         outcomes: list[BatchMetadata | None] | None = None
         info: AppendInfo | None = None
         async with self._append_lock:
             # records inside each batch (Kafka's LogValidator); under the lock: keeps order
             await check_produce(buf, headers, config, self.inflation_ratio)
+            if config.rewrites_batches:  # LogAppendTime or a topic codec (produce_rewrite)
+                rewritten = await rewrite_produce(buf, headers, config, self.inflation_ratio)
+                buf, headers = rewritten.buf, rewritten.headers
+                append_time = rewritten.log_append_time
             ls = self._require_leader()
             if ls.check_append(acks) != codes.NONE:
                 raise NotEnoughReplicasError(
@@ -481,8 +490,13 @@ class Partition:
                 info.record_count,
                 info.valid_bytes,
                 batches=self._contiguous_outcomes(headers, info.first_offset),
+                log_append_time=append_time,
             )
-        return await self._answer_with_duplicates(ls, headers, outcomes, info, acks, timeout)
+        result = await self._answer_with_duplicates(ls, headers, outcomes, info, acks, timeout)
+        if append_time >= 0 and info is None:  # only duplicates: their original append time
+            append_time = max(o.timestamp for o in outcomes if o is not None)
+        result.log_append_time = append_time
+        return result
 
     @staticmethod
     def _contiguous_outcomes(

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from brokernodes.errors import SluiceError
 from brokernodes.records.compression import max_inflated_bytes
 from brokernodes.records.header import BatchHeader
 from brokernodes.records.validator import RecordRules, validate_records
-from brokernodes.storage.config import LogConfig
+from brokernodes.storage.config import MAX_LONG, LogConfig
 
+T = TypeVar("T")
 THREAD_RECORDS = 4096
 """A request holding more records than this (uncompressed) is checked off the loop."""
 CHECK_THREADS = 2
@@ -34,11 +36,14 @@ _checkers = ThreadPoolExecutor(max_workers=CHECK_THREADS, thread_name_prefix="pr
 
 
 def record_rules(config: LogConfig, inflation_ratio: int) -> RecordRules:
-    """The rules a partition's produced records must meet."""
+    """The rules a partition's produced records must meet. A LogAppendTime topic replaces
+    the producer's timestamps with the append time, so the KIP-937 bounds do not apply
+    (Kafka checks them for CreateTime topics only)."""
+    append_time = config.log_append_time
     return RecordRules(
         max_inflated_bytes=max_inflated_bytes(config.max_message_bytes, inflation_ratio),
-        timestamp_before_max_ms=config.message_timestamp_before_max_ms,
-        timestamp_after_max_ms=config.message_timestamp_after_max_ms,
+        timestamp_before_max_ms=MAX_LONG if append_time else config.message_timestamp_before_max_ms,
+        timestamp_after_max_ms=MAX_LONG if append_time else config.message_timestamp_after_max_ms,
         require_keys=config.compact_enabled,
     )
 
@@ -55,6 +60,11 @@ def check_batches(
                 f"batch {index} of the request (byte {h.position}) is refused: {e.message}; "
                 f"nothing was appended"
             ) from e
+
+
+async def off_loop(fn: Callable[..., T], *args: object) -> T:
+    """Run ``fn(*args)`` in the produce-check threads (inflating and deflating work)."""
+    return await asyncio.get_running_loop().run_in_executor(_checkers, fn, *args)
 
 
 async def check_produce(

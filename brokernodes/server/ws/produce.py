@@ -262,6 +262,7 @@ class ProduceStream:
             "id": request.id,
             "base_offset": result.base_offset,
             "last_offset": result.last_offset,
+            "log_append_time": result.log_append_time,
             "log_start_offset": result.log_start_offset,
             "duplicate": result.duplicate,
         }

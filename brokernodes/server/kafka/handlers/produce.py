@@ -99,7 +99,7 @@ async def _append(
         "index": index,
         "error_code": kerr.NONE,
         "base_offset": result.base_offset,
-        "log_append_time_ms": -1,
+        "log_append_time_ms": result.log_append_time,
         "log_start_offset": result.log_start_offset,
     }
 
