@@ -69,10 +69,14 @@ def read_topic(
     ``unreadable`` column (split off with ``Unreadable``) instead of being skipped silently."""
     r = spark.read.format("sluice").options(**source.options()).option("topic", ref.name)
     r = r.option("tenant", ref.tenant)
+    if decode in (None, "raw"):
+        r = r.option("includeHeaders", "true")  # payload bytes count the headers
     if unreadable:
         r = r.option("includeUnreadable", "true")
     if since_ms is not None:
         r = r.option("startingTimestamp", str(since_ms))
+        # a topic with nothing that recent reads as empty, not as an error
+        r = r.option("startingOffsetsByTimestampStrategy", "latest")
     if decode:
         r = r.option("decode", decode)
     df = r.load()

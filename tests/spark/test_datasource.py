@@ -80,7 +80,7 @@ def sdk_records(broker, topic, partitions):
 
 
 def test_reads_exactly_what_the_sdk_consumer_reads(spark, broker):
-    df = load(spark, broker, topic="mixed", maxRecordsPerPartition=150)
+    df = load(spark, broker, topic="mixed", maxRecordsPerPartition=150, includeHeaders="true")
     # 3 partitions x 400 offsets in ranges of 150: 3 x 3 Spark partitions
     assert df.rdd.getNumPartitions() == 9
     got = sorted(
@@ -130,7 +130,14 @@ def test_offset_ranges_timestamps_and_empty_partitions(spark, broker):
         (1, 2),
     ]
     # partition 1 holds timestamps T0+400 .. T0+799 (batch-granular start, as ListOffsets)
-    df = load(spark, broker, topic="mixed", startingTimestamp=T0 + 440, endingTimestamp=T0 + 520)
+    df = load(
+        spark,
+        broker,
+        topic="mixed",
+        startingTimestamp=T0 + 440,
+        endingTimestamp=T0 + 520,
+        startingOffsetsByTimestampStrategy="latest",  # partition 0 ends before T0 + 440
+    )
     offsets = sorted((r.partition, r.offset) for r in df.collect())
     assert offsets == [(1, o) for o in range(40, 120)]
     assert load(spark, broker, topic="empty").count() == 0
