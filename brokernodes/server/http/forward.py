@@ -33,7 +33,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from brokernodes.errors import NotLeaderOrFollowerError, SluiceError
+from brokernodes.errors import SluiceError
 from brokernodes.server.protocol.forwarding import (
     FORWARDED_HEADER,
     REQUEST_HEADERS,
@@ -44,6 +44,7 @@ from brokernodes.server.protocol.forwarding import (
     entry_json,
     passed_back,
 )
+from brokernodes.server.replica.manager import PartitionLedElsewhereError
 
 if TYPE_CHECKING:
     from brokernodes.server.broker import Broker, EntryResult
@@ -75,6 +76,7 @@ class Forwarder:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._session: aiohttp.ClientSession | None = None
+        self._ws_session: aiohttp.ClientSession | None = None
 
     def session(self) -> aiohttp.ClientSession:
         s = self._session
@@ -90,10 +92,22 @@ class Forwarder:
             )
         return s
 
+    def ws_session(self) -> aiohttp.ClientSession:
+        """The WebSocket streams' upstreams: apart from the request pool, which a stream
+        would hold a connection of for its life."""
+        s = self._ws_session
+        if s is None or s.closed:
+            s = self._ws_session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0),
+                skip_auto_headers=("User-Agent",),
+            )
+        return s
+
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for s in (self._session, self._ws_session):
+            if s is not None:
+                await s.close()
+        self._session = self._ws_session = None
 
     def read_timeout_s(self) -> float:
         """How long a forwarded request may wait for its answer: a long poll or an acks=all
@@ -267,9 +281,16 @@ def apply_outcome(result: EntryResult, outcome: Outcome) -> None:
         result.timestamp = outcome.timestamp
 
 
+def led_elsewhere(error: BaseException | None) -> bool:
+    """The lookup found the partition led by another broker (nothing was appended): the
+    call may go on to the leader. ``NOT_LEADER_OR_FOLLOWER`` raised after an append (an
+    acks=all wait that lost leadership) is answered, never forwarded (it would double)."""
+    return error.__class__ is PartitionLedElsewhereError
+
+
 def moved_results(results: Sequence[EntryResult]) -> list[EntryResult]:
-    """The records that failed only because this broker does not lead their partition."""
-    return [r for r in results if r.error.__class__ is NotLeaderOrFollowerError]
+    """The records that failed only because another broker leads their partition."""
+    return [r for r in results if r.error.__class__ is PartitionLedElsewhereError]
 
 
 async def produce_entries(

@@ -9,7 +9,7 @@ from aiohttp import web
 from brokernodes.errors import InvalidRequestError, NotLeaderOrFollowerError, RequestTooLargeError
 from brokernodes.server.http import forward
 from brokernodes.server.http.body import read_body
-from brokernodes.server.http.forward import forwardable, forwarder
+from brokernodes.server.http.forward import forwardable, forwarder, led_elsewhere
 from brokernodes.server.http.util import (
     auth_header,
     check_cluster,
@@ -75,7 +75,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         broker.quotas.check_storage(principal)
         entry = parse_entry(parse_json(body))
         (result,) = await broker.produce_entries(topic, [entry], acks=acks)
-        if result.error.__class__ is NotLeaderOrFollowerError and forwardable(request):
+        if led_elsewhere(result.error) and forwardable(request):
             # one front door: the key's partition is led elsewhere (http/forward.py)
             return await forwarder(broker).forward(request, topic, result.partition, body)
         throttle = await broker.quotas.throttle_produce(principal, len(body))

@@ -49,6 +49,13 @@ OPEN_CONCURRENCY = 8
 HW_CHECKPOINT_INTERVAL_S = 5.0  # Kafka's replica.high.watermark.checkpoint.interval.ms
 
 
+class PartitionLedElsewhereError(NotLeaderOrFollowerError):
+    """``NOT_LEADER_OR_FOLLOWER`` from the lookup, before anything was appended or read: a
+    broker may forward the call to the leader (``http/forward.py``). The same code raised
+    later (leadership lost while an acks=all append waited) may follow an append and is
+    never forwarded."""
+
+
 class ReplicaManager:
     def __init__(self, config: BrokerConfig, metadata: MetadataSource) -> None:
         self.config = config
@@ -239,7 +246,7 @@ class ReplicaManager:
             return p
         if info.leader != image.broker_id:
             url = image.broker_url(info.leader)
-            raise NotLeaderOrFollowerError(
+            raise PartitionLedElsewhereError(
                 f"broker {image.broker_id} does not lead {topic}-{partition}; "
                 + (f"send it to broker {info.leader} at {url}" if url else "no leader is known"),
                 leader_id=info.leader if info.leader >= 0 else None,

@@ -19,9 +19,15 @@ from typing import TYPE_CHECKING
 
 from aiohttp import WSMsgType, web
 
-from brokernodes.errors import KafkaStorageError, OffsetOutOfRangeError, SluiceError
+from brokernodes.errors import (
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    SluiceError,
+)
 from brokernodes.records.compression import max_inflated_bytes
 from brokernodes.records.header import iter_batches
+from brokernodes.server.http.forward import forwardable
 from brokernodes.server.http.sendfile import OpenSlice, close_slices, open_slices
 from brokernodes.server.protocol.json_records import render_batches
 from brokernodes.server.protocol.ws_frames import (
@@ -37,6 +43,7 @@ from brokernodes.server.ws.socket import (
     binary_not_accepted,
     close_after_error,
 )
+from brokernodes.server.ws.upstream import proxy_consume
 from brokernodes.server.ws_registry import CLOSE_GOING_AWAY, CLOSE_INTERNAL_ERROR, CLOSE_NORMAL
 from brokernodes.storage.files import pread_exactly
 
@@ -259,7 +266,18 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         sock.check_upgrade(request)
         offset = None
         if sock.authenticate_header(request):
-            offset = stream.resolve_start()  # plain HTTP errors before the upgrade
+            try:
+                offset = stream.resolve_start()  # plain HTTP errors before the upgrade
+            except NotLeaderOrFollowerError as e:
+                if not forwardable(request):
+                    raise
+                # one front door: the leader's stream, through this broker (ws/upstream.py)
+                leader = e.details.get("leader_id", -1)
+                try:
+                    await proxy_consume(broker, request, sock, leader, accepted=False)  # type: ignore[arg-type]
+                finally:
+                    sock.release()
+                return sock.ws
         await sock.accept(request)
         try:
             if offset is None:
@@ -267,6 +285,16 @@ def add_routes(app: web.Application, broker: Broker) -> None:
                     await sock.authenticate_first_frame()
                     offset = stream.resolve_start()
                 except PeerGone:
+                    return sock.ws
+                except NotLeaderOrFollowerError as e:
+                    if not forwardable(request):
+                        await close_after_error(sock, e)
+                        return sock.ws
+                    leader = e.details.get("leader_id", -1)
+                    try:
+                        await proxy_consume(broker, request, sock, leader, accepted=True)  # type: ignore[arg-type]
+                    except SluiceError as e2:
+                        await close_after_error(sock, e2)
                     return sock.ws
                 except SluiceError as e:
                     await close_after_error(sock, e)

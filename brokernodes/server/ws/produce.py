@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
-from brokernodes.errors import InvalidRequestError, SluiceError, UnauthenticatedError
+from brokernodes.errors import (
+    InvalidRequestError,
+    NotLeaderOrFollowerError,
+    SluiceError,
+    UnauthenticatedError,
+)
+from brokernodes.server.http.forward import forwardable
 from brokernodes.server.protocol.params import acks_param
 from brokernodes.server.protocol.responses import batch_outcomes, error_body
 from brokernodes.server.protocol.ws_frames import (
@@ -39,6 +45,7 @@ from brokernodes.server.protocol.ws_frames import (
     parse_produce_request,
 )
 from brokernodes.server.ws.socket import PeerGone, StreamSocket, close_after_error
+from brokernodes.server.ws.upstream import UpstreamProduce, relay
 from brokernodes.server.ws_registry import CLOSE_INTERNAL_ERROR, CLOSE_NORMAL, close_code_for
 
 if TYPE_CHECKING:
@@ -116,6 +123,8 @@ class ProduceStream:
         self.queue: asyncio.Queue[_Pending | _End] = asyncio.Queue()
         self.appends: set[asyncio.Task] = set()
         self._appending = False  # the reader is inside an acks=1 append
+        # one front door: streams to other leaders, for partitions led there (ws/upstream.py)
+        self.upstreams: UpstreamProduce | None = None
         self._stop_reading = False  # ... and is to stop after it
 
     async def run(self) -> None:
@@ -152,6 +161,8 @@ class ProduceStream:
                 if not t.done():
                     _detached.add(t)
                     t.add_done_callback(_detached.discard)
+            if self.upstreams is not None:
+                await self.upstreams.close()
             if not sock.ws.closed:  # the writer failed, or did not finish in time
                 code = ending.result()[0] if ending.done() else CLOSE_INTERNAL_ERROR
                 await sock.close(code)
@@ -209,12 +220,14 @@ class ProduceStream:
         self.queue.put_nowait(_Pending(nbytes, task=answer, request_id=request.id))
         self._appending = True
         try:
-            result = await self._produce_batches(request)
+            result = await self._produce_batches(request, in_place=True)
         except Exception as e:  # the writer answers UNKNOWN_SERVER_ERROR and logs it
             result = e
         finally:
             self._appending = False
-        if not answer.done():  # a writer cancelled while it waited cancelled the future too
+        if isinstance(result, asyncio.Future):  # sent on to the leader: its answer, later
+            relay(result, answer)
+        elif not answer.done():  # a writer cancelled while it waited cancelled the future too
             if isinstance(result, Exception):
                 answer.set_exception(result)
             else:
@@ -228,6 +241,8 @@ class ProduceStream:
             results = await self.broker.produce_entries(
                 request.topic, request.entries, acks=self.acks
             )
+            if self.upstreams is not None:  # records for partitions led elsewhere
+                await self.upstreams.produce_entries(request, results)
         except SluiceError as e:
             return error_answer(request.id, e)
         # the throttle delays this answer in the writer (answers stay in order): it is sent
@@ -239,14 +254,22 @@ class ProduceStream:
             answer[_NOT_BEFORE] = asyncio.get_running_loop().time() + throttle / 1000
         return answer
 
-    async def _produce_batches(self, request: BinaryProduceRequest) -> dict[str, Any]:
+    async def _produce_batches(self, request: BinaryProduceRequest, *, in_place: bool = False):
         """A binary frame's batches appended to its partition, as the binary HTTP produce
-        does; the answer carries the same fields as that endpoint's JSON body."""
+        does; the answer carries the same fields as that endpoint's JSON body. A frame for a
+        partition led elsewhere goes on to the leader: ``in_place``, the future of its
+        answer is returned (the reader goes on reading), else the answer."""
         broker = self.broker
         topic = request.topic
         try:
             principal = self.sock.authorize("WRITE", topic)
-            partition = broker.replicas.get_partition(topic, request.partition)
+            try:
+                partition = broker.replicas.get_partition(topic, request.partition)
+            except NotLeaderOrFollowerError:
+                if self.upstreams is None:
+                    raise
+                sent = await self.upstreams.send_frame(request)
+                return sent if in_place else await sent
             result = await broker.append_batches(
                 principal, partition, topic, request.batches, acks=self.acks
             )
@@ -361,7 +384,10 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         sock.authenticate_header(request)  # 401 before the upgrade when the header is bad
         await sock.accept(request)
         try:
-            await ProduceStream(broker, sock, acks).run()
+            stream = ProduceStream(broker, sock, acks)
+            if forwardable(request):
+                stream.upstreams = UpstreamProduce(broker, sock, acks)
+            await stream.run()
         except Exception:
             logger.exception("ws produce stream failed")
             await sock.close(CLOSE_INTERNAL_ERROR)
