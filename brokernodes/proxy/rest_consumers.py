@@ -1,7 +1,11 @@
 """Confluent REST Proxy v2 consumer instances (``/consumers/{group}/...``).
 
 Confluent's v2 shapes, JSON bodies; both ``application/vnd.kafka.v2+json`` and
-``application/json`` are accepted. An instance lives in the broker that created it
+``application/json`` are accepted (another body type is 415). ``records`` answers in the
+instance's embedded format type (``application/vnd.kafka.binary.v2+json`` or
+``...json.v2+json``; an ``Accept`` naming another format is Confluent's 406 / 40601), the
+other routes in ``application/vnd.kafka.v2+json``; a second instance of one name in a group
+is 409 / 40902. An instance lives in the broker that created it
 (``base_uri`` points there) and is a group member through the SDK's ``AsyncGroupConsumer``,
 acting with the API key that created it, which it keeps in memory only (never logged or
 written). Only that key may use the instance. Records carry ``timestamp`` and ``headers``
@@ -39,6 +43,7 @@ from brokernodes.client import AsyncConsumer, AsyncGroupConsumer
 from brokernodes.errors import InvalidRequestError, SluiceError
 from brokernodes.server.http.body import read_body
 from brokernodes.server.http.util import auth_header, json_response
+from brokernodes.server.protocol.confluent import JSON, check_content_type, records_media_type
 from brokernodes.server.protocol.json_records import loads_writable, parse_json
 from brokernodes.server.protocol.params import int_param
 from brokernodes.server.tenant_caps import consumer_instances_cap
@@ -56,6 +61,15 @@ logger = logging.getLogger("sluice.broker.consumers")
 
 class UnknownConsumerInstanceError(SluiceError):
     error_code = "UNKNOWN_CONSUMER_INSTANCE"
+
+
+class ConsumerInstanceExistsError(SluiceError):
+    """A create naming an instance the group already has (Confluent's 409 / 40902)."""
+
+    error_code = "CONSUMER_INSTANCE_EXISTS"
+
+
+CONSUMED = (V2, JSON)
 
 
 @dataclass
@@ -161,6 +175,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         )
 
     async def body_json(request: web.Request, *, required: bool = True) -> Any:
+        check_content_type(request.headers.get("Content-Type"), CONSUMED)
         body = await read_body(
             request, max_bytes=config.max_request_bytes, timeout=config.body_timeout_s
         )
@@ -170,11 +185,11 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             return None
         return parse_json(body)
 
-    def v2(body: Any, status: int = 200) -> web.Response:
+    def v2(body: Any, status: int = 200, content_type: str = V2) -> web.Response:
         if status == 204:
             return web.Response(status=204)
         resp = json_response(body, status)
-        resp.content_type = V2
+        resp.content_type = content_type
         return resp
 
     def instance_of(request: web.Request) -> Instance:
@@ -209,7 +224,10 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         auto_commit = str(doc.get("auto.commit.enable", "true")).lower() == "true"
         key = (principal.tenant, group, name)
         if key in instances:
-            raise InvalidRequestError(f"consumer instance {name!r} already exists in {group!r}")
+            raise ConsumerInstanceExistsError(
+                f"consumer instance {name!r} already exists in group {group!r}; use it, "
+                "delete it first, or choose another name"
+            )
         admit(principal.tenant, principal.name)
         token = (auth or "").partition(" ")[2].strip()
         instances[key] = Instance(
@@ -326,6 +344,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             raise InvalidRequestError(
                 f"query parameter 'format' must be one of {', '.join(FORMATS)}"
             )
+        content_type = records_media_type(request.headers.get("Accept"), fmt)
         async with inst.lock:
             consumer = inst.group_consumer or inst.assigned
             if consumer is None:
@@ -342,7 +361,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         if len(out) < len(got) and inst.group_consumer is not None:
             rest = got[len(out)]  # re-read the rest next time
             inst.group_consumer.seek((rest.topic, rest.partition), rest.offset)
-        return v2(out)
+        return v2(out, content_type=content_type)
 
     async def commit(request: web.Request) -> web.Response:
         inst = instance_of(request)

@@ -13,6 +13,7 @@ from brokernodes.errors import (
     SluiceError,
     UnknownClusterError,
 )
+from brokernodes.server.protocol.confluent import confluent_error_body
 from brokernodes.server.protocol.params import partition_param
 from brokernodes.server.protocol.request import SluiceRequest
 from brokernodes.server.protocol.responses import error_body, status_for
@@ -30,11 +31,18 @@ def json_response(body: object, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(body), status=status, content_type=JSON)
 
 
-def error_response(error: SluiceError, request_id: str | None = None) -> web.Response:
-    body = error_body(error)
+def error_response(
+    error: SluiceError, request_id: str | None = None, *, confluent: bool = False
+) -> web.Response:
+    """The error's JSON answer; on a Confluent route (``confluent``) with Confluent's
+    integer ``error_code`` and Sluice's string as ``sluice_code`` (``protocol.confluent``)."""
+    if confluent:
+        status, body = confluent_error_body(error)
+    else:
+        status, body = status_for(error.error_code), error_body(error)
     if request_id is not None:
         body["request_id"] = request_id
-    resp = json_response(body, status_for(error.error_code))
+    resp = json_response(body, status)
     if isinstance(error, RequestTooLargeError | RequestTimedOutError):
         resp.force_close()  # the rest of the body is not read; this connection is done
     return resp

@@ -1,7 +1,9 @@
 """JSON produce bodies -> records, and decoded records -> JSON fetch answers (pure).
 
 Shapes follow Confluent REST Proxy v3 (see docs/data-plane-api.md). Every parse error is an
-``InvalidRequestError`` whose message names the offending field (``entries[3].value.data``).
+``InvalidRequestError`` whose message names the offending field (``entries[3].value.data``):
+malformed JSON as such (Confluent's 400), JSON that breaks the record schema (an unknown or
+ill-typed field, an empty body) as an ``InvalidPayloadError`` (Confluent's 422).
 """
 
 from __future__ import annotations
@@ -26,6 +28,19 @@ FORMATS = ("json", "text", "base64")
 _RECORD_FIELDS = {"id", "partition_id", "key", "value", "headers", "timestamp"}
 
 
+class InvalidPayloadError(InvalidRequestError):
+    """JSON that parses but is not the record shape: Sluice's INVALID_REQUEST, answered
+    422 on Confluent's routes as Confluent does (``protocol.confluent``)."""
+
+    confluent_status = 422
+
+
+class EmptyPayloadError(InvalidPayloadError):
+    """No body where one is required (Confluent's 42206, "data is required")."""
+
+    confluent_code = 42206
+
+
 @dataclass(slots=True)
 class ProduceEntry:
     """One record to produce, parsed and serialized to bytes."""
@@ -43,11 +58,11 @@ class ProduceEntry:
 def b64decode(text: Any, where: str) -> bytes:
     """Strict standard base64 (padding required, no stray characters)."""
     if not isinstance(text, str):
-        raise InvalidRequestError(f"{where}: expected a base64 string, got {_kind(text)}")
+        raise InvalidPayloadError(f"{where}: expected a base64 string, got {_kind(text)}")
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidRequestError(f"{where}: not valid base64") from None
+        raise InvalidPayloadError(f"{where}: not valid base64") from None
 
 
 def _kind(v: Any) -> str:
@@ -63,25 +78,25 @@ def _typed_data(obj: Any, parent: str, field: str) -> tuple[bytes | None, str | 
     if obj is None:
         return None, None
     if not isinstance(obj, dict):
-        raise InvalidRequestError(f'{parent}.{field}: expected an object {{"type", "data"}}')
+        raise InvalidPayloadError(f'{parent}.{field}: expected an object {{"type", "data"}}')
     if not obj.keys() <= _TYPED_FIELDS:
         extra = ", ".join(sorted(set(obj) - _TYPED_FIELDS))
-        raise InvalidRequestError(f"{parent}.{field}: unknown field(s) {extra}")
+        raise InvalidPayloadError(f"{parent}.{field}: unknown field(s) {extra}")
     kind = obj.get("type", "JSON")
     if kind not in DATA_TYPES:
-        raise InvalidRequestError(f"{parent}.{field}.type: must be one of {', '.join(DATA_TYPES)}")
+        raise InvalidPayloadError(f"{parent}.{field}.type: must be one of {', '.join(DATA_TYPES)}")
     data = obj.get("data")
     if data is None:
         return None, kind
     if kind == "STRING":
         if not isinstance(data, str):
-            raise InvalidRequestError(f"{parent}.{field}.data: type STRING needs a string")
+            raise InvalidPayloadError(f"{parent}.{field}.data: type STRING needs a string")
         return data.encode("utf-8", "surrogatepass"), kind
     if kind == "JSON":
         try:
             return orjson.dumps(data), kind
         except TypeError as e:  # e.g. integers beyond 64 bits
-            raise InvalidRequestError(
+            raise InvalidPayloadError(
                 f"{parent}.{field}.data: cannot be written as JSON: {e}"
             ) from None
     return b64decode(data, f"{parent}.{field}.data"), kind
@@ -92,25 +107,25 @@ def parse_timestamp(value: Any, where: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool):
-        raise InvalidRequestError(f"{where}: expected RFC 3339 text or epoch milliseconds")
+        raise InvalidPayloadError(f"{where}: expected RFC 3339 text or epoch milliseconds")
     if isinstance(value, int):
         if not 0 <= value < 2**63:
-            raise InvalidRequestError(f"{where}: epoch milliseconds must be >= 0")
+            raise InvalidPayloadError(f"{where}: epoch milliseconds must be >= 0")
         return value
     if isinstance(value, str):
         try:
             dt = datetime.fromisoformat(value)
         except ValueError:
-            raise InvalidRequestError(
+            raise InvalidPayloadError(
                 f"{where}: {value!r} is not RFC 3339 (e.g. 2026-11-23T12:00:00.000Z)"
             ) from None
         if dt.tzinfo is None:
             dt = dt.replace(tzinfo=UTC)
         ms = int(dt.timestamp() * 1000)
         if ms < 0:
-            raise InvalidRequestError(f"{where}: timestamps before 1970 are not supported")
+            raise InvalidPayloadError(f"{where}: timestamps before 1970 are not supported")
         return ms
-    raise InvalidRequestError(f"{where}: expected RFC 3339 text or epoch milliseconds")
+    raise InvalidPayloadError(f"{where}: expected RFC 3339 text or epoch milliseconds")
 
 
 def format_timestamp(ms: int) -> str | None:
@@ -134,12 +149,12 @@ def _headers(value: Any, where: str) -> tuple[tuple[str, bytes | None], ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise InvalidRequestError(f"{where}: expected a list of {{name, value}} objects")
+        raise InvalidPayloadError(f"{where}: expected a list of {{name, value}} objects")
     out = []
     for i, h in enumerate(value):
         w = f"{where}[{i}]"
         if not isinstance(h, dict) or not isinstance(h.get("name"), str):
-            raise InvalidRequestError(f'{w}: expected {{"name": <string>, "value": <base64>}}')
+            raise InvalidPayloadError(f'{w}: expected {{"name": <string>, "value": <base64>}}')
         v = h.get("value")
         out.append((h["name"], None if v is None else b64decode(v, f"{w}.value")))
     return tuple(out)
@@ -148,15 +163,15 @@ def _headers(value: Any, where: str) -> tuple[tuple[str, bytes | None], ...]:
 def parse_entry(obj: Any, where: str = "body", *, entry_id: str | None = None) -> ProduceEntry:
     """One JSON record (the body of ``/records`` or one ``entries[i]``)."""
     if not isinstance(obj, dict):
-        raise InvalidRequestError(f"{where}: expected a JSON object, got {_kind(obj)}")
+        raise InvalidPayloadError(f"{where}: expected a JSON object, got {_kind(obj)}")
     if not obj.keys() <= _RECORD_FIELDS:
         unknown = ", ".join(sorted(set(obj) - _RECORD_FIELDS))
-        raise InvalidRequestError(f"{where}: unknown field(s) {unknown}")
+        raise InvalidPayloadError(f"{where}: unknown field(s) {unknown}")
     partition = obj.get("partition_id")
     if partition is not None and (
         not isinstance(partition, int) or isinstance(partition, bool) or partition < 0
     ):
-        raise InvalidRequestError(f"{where}.partition_id: expected a partition number >= 0")
+        raise InvalidPayloadError(f"{where}.partition_id: expected a partition number >= 0")
     key, key_type = _typed_data(obj.get("key"), where, "key")
     value, value_type = _typed_data(obj.get("value"), where, "value")
     headers = obj.get("headers")
@@ -176,7 +191,7 @@ def parse_entry(obj: Any, where: str = "body", *, entry_id: str | None = None) -
 def parse_json(body: bytes) -> Any:
     """Bytes -> JSON value; ``InvalidRequestError`` with the parser's position otherwise."""
     if not body:
-        raise InvalidRequestError("body: empty; expected a JSON object")
+        raise EmptyPayloadError("body: empty; expected a JSON object")
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as e:
@@ -189,28 +204,44 @@ def parse_batch(doc: Any) -> tuple[list[ProduceEntry], list[tuple[str, InvalidRe
     A body that is not of this shape at all raises; one bad entry only fails that entry.
     """
     if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
-        raise InvalidRequestError('body: expected {"entries": [<record>, ...]}')
+        raise InvalidPayloadError('body: expected {"entries": [<record>, ...]}')
     entries = doc["entries"]
     if not entries:
-        raise InvalidRequestError("entries: at least one entry is needed")
+        raise InvalidPayloadError("entries: at least one entry is needed")
     if len(entries) > MAX_BATCH_ENTRIES:
-        raise InvalidRequestError(
+        raise InvalidPayloadError(
             f"entries: {len(entries)} entries, at most {MAX_BATCH_ENTRIES} per request"
         )
+    ids = [_entry_id(obj, i) for i, obj in enumerate(entries)]
     good: list[ProduceEntry] = []
     bad: list[tuple[str, InvalidRequestError]] = []
     seen: set[str] = set()
-    for i, obj in enumerate(entries):
-        raw_id = obj.get("id") if isinstance(obj, dict) else None
-        entry_id = str(i) if raw_id is None else str(raw_id)
+    for i, (obj, entry_id) in enumerate(zip(entries, ids, strict=True)):
         try:
             if entry_id in seen:
-                raise InvalidRequestError(f"entries[{i}].id: {entry_id!r} is used twice")
+                raise InvalidPayloadError(f"entries[{i}].id: {entry_id!r} is used twice")
             seen.add(entry_id)
             good.append(parse_entry(obj, f"entries[{i}]", entry_id=entry_id))
         except InvalidRequestError as e:
             bad.append((entry_id, e))
     return good, bad
+
+
+def _entry_id(obj: Any, i: int) -> str:
+    """An entry's required ``id`` (a string, or an integer taken as its decimal text).
+
+    Confluent's batch schema requires it: without it a failure could not be told apart
+    from the others, so an entry without one refuses the whole request, before anything
+    is appended."""
+    raw = obj.get("id") if isinstance(obj, dict) else None
+    if isinstance(raw, str) and raw:
+        return raw
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return str(raw)
+    raise InvalidPayloadError(
+        f"entries[{i}].id: required, a non-empty string unique within the request "
+        "(failures are reported by it)"
+    )
 
 
 # --- fetch rendering ------------------------------------------------------------------------

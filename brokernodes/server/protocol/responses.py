@@ -49,6 +49,11 @@ STATUS_BY_CODE: dict[str, int] = {
     "UNSUPPORTED_ASSIGNOR": 400,
     "UNKNOWN_CONSUMER_INSTANCE": 404,
     "INVALID_CURSOR": 400,
+    "CONSUMER_INSTANCE_EXISTS": 409,
+    # media type negotiation (protocol.confluent)
+    "UNSUPPORTED_MEDIA_TYPE": 415,
+    "NOT_ACCEPTABLE": 406,
+    "CONSUMER_FORMAT_MISMATCH": 406,
 }
 
 

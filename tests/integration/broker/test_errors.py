@@ -50,36 +50,46 @@ def test_auth_missing_wrong_and_malformed_is_401(module_broker):
 
 
 @pytest.mark.parametrize(
-    ("body", "field"),
+    ("body", "field", "code"),
     [
-        (b"{not json", "malformed JSON"),
-        (b"", "empty"),
-        (b"[1, 2]", "expected a JSON object"),
-        (b'{"value": {"type": "BINARY", "data": "@@@"}}', "body.value.data"),
-        (b'{"value": {"type": "STRING", "data": 5}}', "body.value.data"),
-        (b'{"value": {"type": "XML", "data": "x"}}', "body.value.type"),
-        (b'{"key": "bare"}', "body.key"),
-        (b'{"headers": [{"name": "h", "value": "%%"}]}', "body.headers[0].value"),
-        (b'{"timestamp": "noon"}', "body.timestamp"),
-        (b'{"partition_id": -1}', "body.partition_id"),
-        (b'{"surprise": 1}', "surprise"),
+        (b"{not json", "malformed JSON", 400),  # Confluent: 400 for JSON that does not parse
+        (b"", "empty", 42206),  # 422 for JSON that is not a record, 42206 for no data
+        (b"[1, 2]", "expected a JSON object", 422),
+        (b'{"value": {"type": "BINARY", "data": "@@@"}}', "body.value.data", 422),
+        (b'{"value": {"type": "STRING", "data": 5}}', "body.value.data", 422),
+        (b'{"value": {"type": "XML", "data": "x"}}', "body.value.type", 422),
+        (b'{"key": "bare"}', "body.key", 422),
+        (b'{"headers": [{"name": "h", "value": "%%"}]}', "body.headers[0].value", 422),
+        (b'{"timestamp": "noon"}', "body.timestamp", 422),
+        (b'{"partition_id": -1}', "body.partition_id", 422),
+        (b'{"surprise": 1}', "surprise", 422),
     ],
 )
-def test_bad_json_produce_is_400_naming_the_field(module_broker, body, field):
+def test_bad_json_produce_is_refused_naming_the_field(module_broker, body, field, code):
     b = module_broker
-    status, _, data = b.request("POST", f"/v3/clusters/{b.cluster_id}/topics/events/records", body)
+    status, _, data = b.request(
+        "POST",
+        f"/v3/clusters/{b.cluster_id}/topics/events/records",
+        body,
+        headers={"Content-Type": "application/json"},
+    )
     err = __import__("json").loads(data)
-    assert status == 400 and err["error_code"] == "INVALID_REQUEST"
+    assert status == code // 100 if code > 999 else status == code
+    assert err["error_code"] == code and err["sluice_code"] == "INVALID_REQUEST"
     assert field in err["message"]
 
 
 def test_bad_batch_requests(module_broker):
     b = module_broker
     path = f"/v3/clusters/{b.cluster_id}/topics/events/records:batch"
-    assert b.json("POST", path, {"records": []})[1]["error_code"] == "INVALID_REQUEST"
-    assert b.json("POST", path, {"entries": []})[1]["error_code"] == "INVALID_REQUEST"
-    status, err = b.json("POST", path, {"entries": [{"value": {"data": 1}}] * 1001})
-    assert status == 400 and "1000" in err["message"]
+    assert b.json("POST", path, {"records": []})[1]["sluice_code"] == "INVALID_REQUEST"
+    assert b.json("POST", path, {"entries": []})[1]["sluice_code"] == "INVALID_REQUEST"
+    status, err = b.json("POST", path, {"entries": [{"id": "1", "value": {"data": 1}}] * 1001})
+    assert status == 422 and "1000" in err["message"]
+    # an entry without its id refuses the request (Confluent's schema requires it)
+    status, err = b.json("POST", path, {"entries": [{"id": "a"}, {"value": {"data": 1}}]})
+    assert (status, err["error_code"]) == (422, 422)
+    assert "entries[1].id: required" in err["message"]
 
 
 @pytest.mark.parametrize(
@@ -111,9 +121,10 @@ def test_unknown_topic_partition_cluster_route_method(module_broker):
     status, err = b.json("GET", "/sluice/v1/topics/events/partitions/x/offsets")
     assert (status, err["error_code"]) == (400, "INVALID_REQUEST")
     status, err = produce_json(b, "nope", {"value": {"data": 1}})
-    assert (status, err["error_code"]) == (404, "UNKNOWN_TOPIC_OR_PARTITION")
+    assert (status, err["error_code"]) == (404, 40403)
+    assert err["sluice_code"] == "UNKNOWN_TOPIC_OR_PARTITION"
     status, err = produce_json(b, "events", {"value": {"data": 1}}, cluster="other")
-    assert (status, err["error_code"]) == (404, "UNKNOWN_CLUSTER")
+    assert (status, err["error_code"], err["sluice_code"]) == (404, 404, "UNKNOWN_CLUSTER")
     status, err = b.json("GET", "/no/such/route")
     assert (status, err["error_code"]) == (404, "NOT_FOUND")
     status, err = b.json("DELETE", "/sluice/v1/topics/events/partitions/0/batches")
@@ -170,7 +181,7 @@ def test_compacted_topic_refuses_keyless_records(module_broker):
     status, err = produce_binary(b, "compacted", 0, batch([b"v"]))
     assert (status, err["error_code"]) == (400, "INVALID_RECORD")
     status, err = produce_json(b, "compacted", {"value": {"data": 1}})
-    assert (status, err["error_code"]) == (400, "INVALID_RECORD")
+    assert (status, err["error_code"], err["sluice_code"]) == (400, 40002, "INVALID_RECORD")
     assert produce_binary(b, "compacted", 0, batch([b"v"], key=b"k"))[0] == 200
 
 

@@ -208,7 +208,7 @@ def test_timestamps_out_of_bounds_are_invalid_timestamp(module_broker, ts):
             "/v3/clusters/test-cluster/topics/events/records",
             {"value": {"type": "STRING", "data": "x"}, "timestamp": ts},
         )
-        assert err.get("error_code") == "INVALID_TIMESTAMP", err
+        assert err.get("sluice_code") == "INVALID_TIMESTAMP", err
     assert high_watermark(b, "events") == end
 
 

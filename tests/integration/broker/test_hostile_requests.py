@@ -62,6 +62,7 @@ PATH_VALUES = {
     "instance": "i1",
     "cursor": "c1",
     "tenant": "t1",
+    "tail": "topics",  # the control-plane pass-through's v3 paths
 }
 
 
@@ -98,7 +99,9 @@ def _send(port: int, method: str, path: str, body: bytes = b"", length: int | No
     finally:
         conn.close()
     try:
-        code = json.loads(data).get("error_code")
+        answer = json.loads(data)
+        # Sluice's code: beside Confluent's integer on Confluent's routes
+        code = answer.get("sluice_code", answer.get("error_code"))
     except (ValueError, AttributeError):
         code = None
     return resp.status, code

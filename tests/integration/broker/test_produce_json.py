@@ -106,11 +106,18 @@ def test_batch_answers_207_with_successes_and_failures(module_broker):
     assert set(ok) == {"ok1", "ok2", "ok3"}
     assert ok["ok2"]["offset"] == ok["ok1"]["offset"] + 1  # one batch per partition
     assert ok["ok3"]["partition_id"] == 2
-    assert failed["bad64"]["error_code"] == "INVALID_REQUEST"
+    # Confluent's integer codes, Sluice's string beside them
+    assert failed["bad64"]["error_code"] == 422
+    assert failed["bad64"]["sluice_code"] == "INVALID_REQUEST"
     assert "entries[1].value.data" in failed["bad64"]["message"]
-    assert failed["nopart"]["error_code"] == "UNKNOWN_TOPIC_OR_PARTITION"
-    assert failed["badts"]["error_code"] == "INVALID_REQUEST"
+    assert failed["nopart"]["error_code"] == 40403
+    assert failed["nopart"]["sluice_code"] == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert failed["badts"]["sluice_code"] == "INVALID_REQUEST"
     assert "timestamp" in failed["badts"]["message"]
+    # successes carry what a single produce answers
+    assert ok["ok1"]["cluster_id"] == b.cluster_id and ok["ok1"]["topic_name"] == "orders"
+    assert ok["ok1"]["value"] == {"type": "STRING", "size": 1} and ok["ok1"]["key"] is None
+    assert ok["ok1"]["timestamp"].endswith("Z")
     values = dict(fetch_all_values(b, "orders", 0, ok["ok1"]["offset"]))
     assert values[ok["ok1"]["offset"]] == b"a" and values[ok["ok2"]["offset"]] == b"b"
 

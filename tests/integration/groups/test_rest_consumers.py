@@ -82,7 +82,8 @@ def test_v2_consumer_instance_flow(gbroker):
         again.extend(http_json("GET", base + "/records?timeout=300", key=key)[1])
     assert [r["value"] for r in again if r["partition"] == 0][:2] == ["r0", "r3"]
     s, err = http_json("GET", f"{b.url}/consumers/rest-g/instances/nope/records", key=key)
-    assert s == 404 and err["error_code"] == "UNKNOWN_CONSUMER_INSTANCE"
+    assert s == 404 and err["sluice_code"] == "UNKNOWN_CONSUMER_INSTANCE"
+    assert err["error_code"] == 40403
     s, _ = http_json("DELETE", base, key=key)
     assert s == 204
     s, err = http_json("GET", base + "/records", key=key)

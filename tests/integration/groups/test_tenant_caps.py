@@ -58,7 +58,7 @@ def test_consumer_instances_are_capped_per_tenant(setup):
         assert s == 200, body
     s, err = create_instance(broker, ka, "one-too-many")
     assert s == 429, err
-    assert err["error_code"] == "TOO_MANY_CONSUMER_INSTANCES"
+    assert (err["error_code"], err["sluice_code"]) == (42901, "TOO_MANY_CONSUMER_INSTANCES")
     assert (err["cap"], err["scope"], err["used"], err["limit"]) == (
         "consumer_instances",
         "tenant",

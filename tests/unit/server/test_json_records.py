@@ -5,6 +5,8 @@ import pytest
 from brokernodes.errors import InvalidRequestError
 from brokernodes.records.batch import DecodedRecord
 from brokernodes.server.protocol.json_records import (
+    EmptyPayloadError,
+    InvalidPayloadError,
     format_timestamp,
     parse_batch,
     parse_entry,
@@ -78,14 +80,19 @@ def test_timestamps_round_trip():
 def test_parse_json_and_batch():
     with pytest.raises(InvalidRequestError, match="malformed JSON"):
         parse_json(b"{")
-    with pytest.raises(InvalidRequestError, match="empty"):
+    with pytest.raises(EmptyPayloadError, match="empty"):
         parse_json(b"")
     good, bad = parse_batch(
-        {"entries": [{"id": "a", "value": {"data": 1}}, {"id": "b", "key": 7}, {"value": {}}]}
+        {"entries": [{"id": "a", "value": {"data": 1}}, {"id": "b", "key": 7}, {"id": 2}]}
     )
     assert [e.id for e in good] == ["a", "2"]
     assert [(i, e.error_code) for i, e in bad] == [("b", "INVALID_REQUEST")]
+    assert isinstance(bad[0][1], InvalidPayloadError)  # Confluent's 422
     assert "entries[1].key" in bad[0][1].message
+    # Confluent's schema requires every entry's id: without one nothing is appended
+    for missing in ({"value": {}}, {"id": ""}, {"id": None}, {"id": True}, 5):
+        with pytest.raises(InvalidPayloadError, match=r"entries\[1\]\.id: required"):
+            parse_batch({"entries": [{"id": "a"}, missing]})
     _, bad = parse_batch({"entries": [{"id": "x"}, {"id": "x"}]})
     assert "used twice" in bad[0][1].message
     for doc in ({}, {"entries": {}}, {"entries": []}, {"entries": [{}] * 1001}):
