@@ -33,6 +33,7 @@ from brokernodes.server.http import produce as http_produce
 from brokernodes.server.http import replication as http_replication
 from brokernodes.server.http import segments as http_segments
 from brokernodes.server.http.util import BROKER_KEY, error_response
+from brokernodes.server.protocol.confluent import is_confluent_path
 from brokernodes.server.protocol.request import SluiceRequest
 from brokernodes.server.ws import routes as ws_routes
 
@@ -96,19 +97,19 @@ def make_middleware(broker: Broker):
             return await handler(request)
         except SluiceError as e:
             errors.labels(e.error_code).inc()
-            return error_response(e)
+            return error_response(e, confluent=is_confluent_path(request.path))
         except web.HTTPException as e:
             if e.status < 400:
                 raise
             err = _http_exception_error(e, request)
             errors.labels(err.error_code).inc()
-            return error_response(err)
+            return error_response(err, confluent=is_confluent_path(request.path))
         except (ConnectionError, TimeoutError) as e:
             if isinstance(e, TimeoutError):
                 err = SluiceError("the broker timed out serving this request")
                 request_id = uuid.uuid4().hex[:16]
                 logger.warning("request %s %s %s timed out", request_id, request.method, endpoint)
-                return error_response(err, request_id)
+                return error_response(err, request_id, confluent=is_confluent_path(request.path))
             raise
         except Exception:
             request_id = uuid.uuid4().hex[:16]
@@ -122,6 +123,7 @@ def make_middleware(broker: Broker):
                     f"unexpected broker error; quote request id {request_id} when reporting it"
                 ),
                 request_id,
+                confluent=is_confluent_path(request.path),
             )
         finally:
             if not endpoint.startswith("ws_"):  # a WebSocket's lifetime is no request latency
