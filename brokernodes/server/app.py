@@ -30,6 +30,7 @@ from brokernodes.server.http import fetch as http_fetch
 from brokernodes.server.http import forward as http_forward
 from brokernodes.server.http import groups as http_groups
 from brokernodes.server.http import produce as http_produce
+from brokernodes.server.http import producers as http_producers
 from brokernodes.server.http import replication as http_replication
 from brokernodes.server.http import segments as http_segments
 from brokernodes.server.http.util import BROKER_KEY, error_response
@@ -145,6 +146,7 @@ def build_app(broker: Broker, extra_routes: Iterable[RouteInstaller] = ()) -> we
     http_groups.add_routes(app, broker)
     http_cursors.add_routes(app, broker)
     http_segments.add_routes(app, broker)
+    http_producers.add_routes(app, broker)
     ws_routes.add_routes(app, broker)
     http_forward.install(app, broker)  # one front door: its client's connections
     for install in extra_routes:

@@ -1,5 +1,9 @@
 """InitProducerId: producer ids unique per broker (broker id in the high bits, a persisted
-counter below), handed out from blocks so a restart never reuses one."""
+counter below), handed out from blocks so a restart never reuses one.
+
+Ids from ``CLIENT_CHOSEN_MIN`` up are never handed out (broker ids stay below 2**22): they
+are for writers that derive their producer identity themselves, such as the Spark sink
+(docs/analytics.md), so a retried task finds what its earlier attempt appended."""
 
 from __future__ import annotations
 
@@ -8,7 +12,8 @@ import os
 from brokernodes.storage.files import atomic_write
 
 BLOCK_SIZE = 1000
-COUNTER_BITS = 40  # broker ids up to 2**23 keep producer ids positive int64
+COUNTER_BITS = 40
+CLIENT_CHOSEN_MIN = 1 << 62  # and up: never allocated here (broker ids below 2**22)
 FILENAME = "producer-id-block"
 
 
@@ -20,7 +25,7 @@ class ProducerIdManager:
     """
 
     def __init__(self, data_dir: str | os.PathLike[str], broker_id: int) -> None:
-        if not 0 <= broker_id < 2 ** (63 - COUNTER_BITS):
+        if not 0 <= broker_id < CLIENT_CHOSEN_MIN >> COUNTER_BITS:
             raise ValueError(f"broker id {broker_id} does not fit a producer id")
         self.path = os.path.join(os.fspath(data_dir), FILENAME)
         self.broker_id = broker_id
