@@ -77,3 +77,33 @@ def test_log_append_time_reaches_the_brokers_log_config():
     config = LogConfig.from_properties(out)
     assert config.log_append_time and config.compression_codec == 4 and config.rewrites_batches
     assert not LogConfig().rewrites_batches
+
+
+def test_the_topics_api_refuses_an_unsupported_config_and_accepts_the_new_ones(world, a_owner):
+    refused = a_owner.post(
+        "/api/v1/topics/",
+        {"name": "t1", "configs": {"file.delete.delay.ms": 1000, "preallocate": "true"}},
+        format="json",
+    )
+    assert refused.status_code == 400, refused.content
+    body = refused.json()
+    assert body["error_code"] == "INVALID_CONFIG"
+    assert body["fields"]["file.delete.delay.ms"][0].startswith("not supported yet: ")
+    assert body["fields"]["preallocate"][0].startswith("not supported yet: ")
+    created = a_owner.post(
+        "/api/v1/topics/",
+        {
+            "name": "t1",
+            "configs": {"compression.type": "lz4", "message.timestamp.type": "LogAppendTime"},
+        },
+        format="json",
+    )
+    assert created.status_code == 201, created.content
+    effective = created.json()["effective_configs"]
+    assert set(effective) == KNOWN_CONFIGS
+    assert effective["compression.type"] == "lz4"
+    assert effective["message.timestamp.type"] == "LogAppendTime"
+    altered = a_owner.patch(
+        "/api/v1/topics/t1", {"configs": {"compression.type": "brotli"}}, format="json"
+    )
+    assert altered.status_code == 400 and "compression.type" in altered.json()["fields"]
