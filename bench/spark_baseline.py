@@ -3,15 +3,17 @@ one process with ``pyarrow.compute`` over the same Parquet files, as an engineer
 cluster would write them.
 
 The work that grows with the records is vectorised; the rest is over small tables. One file is
-one partition's log (``bench.spark.generate`` writes it so). For each file, two threads (the
-cores ``local[2]`` gets) each taking the next file:
+one partition's log (``bench.spark.generate`` writes it so). Two threads (the cores
+``local[2]`` gets) each take the next file and read it ``BATCH_ROWS`` records at a time
+(``offset``, ``timestamp``, ``key``, ``value``, ``headers`` when present), so memory stays flat
+whatever the size:
 
-- read ``offset``, ``timestamp``, ``key`` and ``value``; a record's payload is
-  ``binary_length(key) + binary_length(value)`` (nulls count 0), never a Python object;
-- place every record in a *slot* with one ``search_sorted`` against the partition's minute
-  starts and commit times (a slot lies in one minute and between two consecutive commit times,
-  the slices of ``spark.transforms.lag`` without the second), then one hash ``group_by`` gives
-  each slot's records, bytes, last timestamp and log end;
+- a record's payload is ``binary_length`` of its key, value and headers (nulls count 0),
+  never a Python object;
+- each record's *slot* is its minute and its commit interval (``search_sorted`` against the
+  partition's commit times), the slices of ``spark.transforms.lag`` without the second; one
+  hash ``group_by`` per batch gives each slot's records, bytes, last timestamp and offsets,
+  summed again per partition;
 - ``is_in`` picks the records at committed offsets (their timestamps give the time lag).
 
 From then on the rows are a partition's slots (minutes plus commits) and its commits: the
@@ -24,6 +26,7 @@ shape of ``bench.spark.spark_jobs``'s, so the two compare row by row.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,6 +39,7 @@ import pyarrow.parquet as pq
 from spark.transforms.burrow import Sample, evaluate
 
 MINUTE, HOUR = 60_000, 3_600_000
+BATCH_ROWS = 65_536  # records decoded at a time: the columns stay in cache, memory stays flat
 
 
 @dataclass(frozen=True)
@@ -96,43 +100,47 @@ def _commits(table: pa.Table) -> dict:
 
 def _partition(path: Path, commits: dict, settings: Settings) -> tuple[dict, list, dict]:
     """One partition's minutes, lag history and status at ``now``."""
+    f = pq.ParquetFile(path, read_dictionary=["tenant", "topic"])
     columns = ["tenant", "topic", "partition", "offset", "timestamp", "key", "value"]
-    if "headers" in pq.read_schema(path).names:
+    if "headers" in f.schema_arrow.names:
         columns.append("headers")
-    t = pq.read_table(path, columns=columns, read_dictionary=["tenant", "topic"])
-    if t.num_rows == 0:
+    batches = f.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+    first = next(batches, None)
+    if first is None:
         return {}, [], {}
-    tp = tuple(t.column(n)[0].as_py() for n in ("tenant", "topic", "partition"))
+    tp = tuple(first.column(n)[0].as_py() for n in ("tenant", "topic", "partition"))
     groups = commits.get(tp, {})
     commit_ts = sorted({ts for cs in groups.values() for ts, _ in cs})
-    offsets = t.column("offset")
-    stamps = t.column("timestamp").cast(pa.int64())
-    lo, hi = pc.min_max(stamps).values()
-    first = lo.as_py() - lo.as_py() % MINUTE
-    # a slot: [bound, next bound); minutes start at m, a commit at c closes (previous, c]
-    bounds = sorted({*range(first, hi.as_py() + 1, MINUTE), *(c + 1 for c in commit_ts)})
-    sizes = pc.add(
-        pc.coalesce(pc.binary_length(t.column("key")), 0),
-        pc.coalesce(pc.binary_length(t.column("value")), 0),
-    )
-    slot = pc.search_sorted(pa.array(bounds, pa.int64()), stamps, side="right")
-    slots = (
-        pa.table({"slot": slot, "ts": stamps, "offset": offsets, "size": sizes})
-        .group_by("slot", use_threads=False)
-        .aggregate([("offset", "count"), ("size", "sum"), ("ts", "max"), ("offset", "max")])
-    )
-    if "headers" in columns:
-        slots = _with_header_bytes(slots, slot, t.column("headers"))
     wanted = pa.array({off for cs in groups.values() for _, off in cs}, pa.int64())
-    at = pc.is_in(offsets, value_set=wanted)
-    rec_ms = dict(zip(offsets.filter(at).to_pylist(), stamps.filter(at).to_pylist(), strict=True))
-    log_start = pc.min(offsets).as_py()
+    parts, at = [], []
+    for batch in itertools.chain([first], batches):
+        parts.append(_batch_slots(batch, commit_ts))
+        offsets = batch.column("offset")
+        hit = pc.is_in(offsets, value_set=wanted)
+        at.append((offsets.filter(hit), batch.column("timestamp").filter(hit).cast(pa.int64())))
+    slots = (
+        pa.concat_tables(parts)
+        .group_by("slot", use_threads=False)
+        .aggregate(
+            [
+                ("records", "sum"),
+                ("bytes", "sum"),
+                ("last", "max"),
+                ("top", "max"),
+                ("bottom", "min"),
+            ]
+        )
+    )
+    rec_ms = {
+        o: ts for offs, ms in at for o, ts in zip(offs.to_pylist(), ms.to_pylist(), strict=True)
+    }
+    log_start = pc.min(slots.column("bottom_min")).as_py()
 
     buckets: dict[int, list[int]] = {}  # minute -> [records, bytes, last ts, log end]
     end_at = [0] * len(commit_ts)  # largest end of records stamped in (previous, this]
     for n, size, last, top in zip(
-        *(slots.column(c).to_pylist() for c in ("offset_count", "size_sum", "ts_max")),
-        slots.column("offset_max").to_pylist(),
+        *(slots.column(c).to_pylist() for c in ("records_sum", "bytes_sum", "last_max")),
+        slots.column("top_max").to_pylist(),
         strict=True,
     ):
         end = top + 1
@@ -170,11 +178,42 @@ def _partition(path: Path, commits: dict, settings: Settings) -> tuple[dict, lis
     return minute, history, status
 
 
-def _with_header_bytes(slots: pa.Table, slot: pa.Array, headers) -> pa.Table:
-    """``slots`` with every header's key and value bytes added to its record's slot."""
-    flat = pc.list_flatten(headers)
-    if len(flat) == 0:
+def _batch_slots(batch: pa.RecordBatch, commit_ts: list[int]) -> pa.Table:
+    """A batch of records summed per slot: records, payload bytes, last timestamp, largest
+    and smallest offset. A slot is a minute and a commit interval, (previous commit, commit]
+    (or after the last), keyed ``minute * (commits + 1) + interval``."""
+    stamps = batch.column("timestamp").cast(pa.int64())
+    minutes = pc.divide(pc.subtract(stamps, pc.modulo(stamps, MINUTE)), MINUTE)
+    interval = pc.search_sorted(pa.array(commit_ts, pa.int64()), stamps, side="left")
+    slot = pc.add(pc.multiply(minutes, len(commit_ts) + 1), interval.cast(pa.int64()))
+    size = pc.add(
+        pc.coalesce(pc.binary_length(batch.column("key")), 0),
+        pc.coalesce(pc.binary_length(batch.column("value")), 0),
+    )
+    offsets = batch.column("offset")
+    slots = (
+        pa.table({"slot": slot, "ts": stamps, "offset": offsets, "size": size})
+        .group_by("slot", use_threads=False)
+        .aggregate(
+            [
+                ("offset", "count"),
+                ("size", "sum"),
+                ("ts", "max"),
+                ("offset", "max"),
+                ("offset", "min"),
+            ]
+        )
+        .rename_columns(["slot", "records", "bytes", "last", "top", "bottom"])
+    )
+    if "headers" not in batch.schema.names:
         return slots
+    return pa.concat_tables([slots, _header_slots(batch.column("headers"), slot, slots.schema)])
+
+
+def _header_slots(headers: pa.Array, slot: pa.Array, schema: pa.Schema) -> pa.Table:
+    """Every header's key and value bytes summed per slot of its record, as rows of no
+    records that the partition's final sum adds to the slots."""
+    flat = pc.list_flatten(headers)
     per_header = pa.table(
         {
             "slot": pc.take(slot, pc.list_parent_indices(headers)),
@@ -184,11 +223,12 @@ def _with_header_bytes(slots: pa.Table, slot: pa.Array, headers) -> pa.Table:
             ),
         }
     )
-    extra = per_header.group_by("slot", use_threads=False).aggregate([("bytes", "sum")])
-    joined = slots.join(extra, "slot", join_type="left outer", use_threads=False)
-    total = pc.add(joined.column("size_sum"), pc.coalesce(joined.column("bytes_sum"), 0))
-    return joined.drop_columns(["bytes_sum"]).set_column(
-        joined.schema.get_field_index("size_sum"), "size_sum", total
+    sums = per_header.group_by("slot", use_threads=False).aggregate([("bytes", "sum")])
+    n = sums.num_rows
+    none = pa.nulls(n, pa.int64())
+    return pa.Table.from_arrays(
+        [sums.column(0), pa.repeat(0, n).cast(pa.int64()), sums.column(1), none, none, none],
+        schema=schema,
     )
 
 
