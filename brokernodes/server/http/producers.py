@@ -1,11 +1,12 @@
 """A producer's progress on one partition: ``GET .../partitions/{p}/producers/{producer_id}``.
 
-What Kafka's DescribeProducers answers for one producer id: its epoch and the last sequence
-and offset it appended here, from the leader's idempotent-producer state
-(``brokernodes.storage.producer_state``), plus the partition's high watermark. A writer that
-chose its own producer identity (the Spark sink, docs/analytics.md) asks this before a
-retried task resends, so it starts after what an earlier attempt already appended. Allowed
-to a principal that may WRITE the topic: it describes the caller's own writes.
+What Kafka's DescribeProducers answers for one producer id: its epoch, the last sequence and
+offset it appended here and where that last batch starts, from the leader's
+idempotent-producer state (``brokernodes.storage.producer_state``), plus the partition's
+high watermark. A writer that chose its own producer identity (the Spark sink,
+docs/analytics.md) asks this before a retried task resends, so it starts after what an
+earlier attempt already appended. Allowed to a principal that may WRITE the topic: it
+describes the caller's own writes.
 """
 
 from __future__ import annotations
@@ -29,15 +30,15 @@ def describe(state, producer_id: int, high_watermark: int) -> dict:
     """The answer for ``producer_id`` from a partition's ``ProducerStateManager``: epoch -1
     and sequence -1 when it holds nothing of that producer."""
     entry = state.last_entry(producer_id)
-    if entry is None or entry.is_empty:
-        epoch, seq, offset = NO_PRODUCER_EPOCH, NO_SEQUENCE, -1
-    else:
-        epoch, seq, offset = entry.producer_epoch, entry.last_seq, entry.last_data_offset
+    last = entry.batches[-1] if entry is not None and entry.batches else None
     return {
         "producer_id": producer_id,
-        "producer_epoch": epoch,
-        "last_sequence": seq,
-        "last_offset": offset,
+        "producer_epoch": entry.producer_epoch if last else NO_PRODUCER_EPOCH,
+        "last_sequence": last.last_seq if last else NO_SEQUENCE,
+        "last_offset": last.last_offset if last else -1,
+        # the last batch's first sequence and offset: where to read it back
+        "last_batch_first_sequence": last.first_seq if last else NO_SEQUENCE,
+        "last_batch_first_offset": last.first_offset if last else -1,
         "high_watermark": high_watermark,
     }
 
