@@ -209,6 +209,18 @@ def _positive(name: str, value: str | None) -> int | None:
     return n
 
 
+def _count(name: str, value: str | None, default: int) -> int:
+    if value is None:
+        return default
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise SluiceOptionError(f"option {name!r} must be a whole number >= 0, not {value!r}")
+    return n
+
+
 def _bool(name: str, value: str | None, default: bool) -> bool:
     if value is None:
         return default
@@ -362,10 +374,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             else parse_duration_ms("maxTriggerDelay", delay)
         ),
         poll_timeout_s=None if poll is None else poll / 1000,
-        fetch_offset_retries=(
-            DEFAULT_FETCH_OFFSET_RETRIES
-            if retries is None
-            else _positive("fetchOffset.numRetries", retries)
+        fetch_offset_retries=_count(
+            "fetchOffset.numRetries", retries, DEFAULT_FETCH_OFFSET_RETRIES
         ),
         fetch_offset_retry_ms=_positive(
             "fetchOffset.retryIntervalMs", o.get("fetchoffset.retryintervalms")
