@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
@@ -88,7 +88,8 @@ class Forwarder:
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S),
                 auto_decompress=False,
-                skip_auto_headers=("User-Agent", "Accept-Encoding"),
+                # the caller's own headers only: no type for a body that had none
+                skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
             )
         return s
 
@@ -132,18 +133,25 @@ class Forwarder:
             )
         return leader, url
 
+    def broker_target(self, broker_id: int) -> tuple[int, str]:
+        url = self.broker.image.broker_url(broker_id)
+        if url is None or broker_id == self.broker.image.broker_id:
+            raise LeaderNotAvailableError(f"broker {broker_id} is not in the metadata; retry")
+        return broker_id, url
+
     async def exchange(
         self,
         method: str,
-        topic: str,
-        partition: int,
         path_qs: str,
         headers: dict[str, str],
         body: bytes | bytearray | None,
         *,
         idempotent: bool,
+        target: Callable[[], tuple[int, str]],
+        what: str,
     ) -> tuple[int, Any, bytes]:
-        """Send one request to the partition's leader: (status, headers, body). Raises
+        """Send one request to the broker ``target()`` names (asked again before a retry,
+        as the metadata may have moved on): (status, headers, body). Raises
         ``LeaderNotAvailableError`` (nothing was sent) or ``ForwardOutcomeUnknownError``."""
         headers[FORWARDED_HEADER] = str(self.broker.image.broker_id)
         timeout = aiohttp.ClientTimeout(
@@ -152,33 +160,31 @@ class Forwarder:
         session = self.session()
         lost_once = False
         for attempt in range(CONNECT_ATTEMPTS):
-            leader, url = self._leader_url(topic, partition)
+            broker_id, url = target()
             try:
                 async with session.request(
-                    method, url + path_qs, data=body, headers=headers, timeout=timeout
+                    method, url + path_qs, data=body or None, headers=headers, timeout=timeout
                 ) as resp:
                     return resp.status, resp.headers, await resp.read()
             except aiohttp.ClientConnectorError:
-                # nothing reached the leader: wait for it, or for the metadata to name another
+                # nothing reached it: wait for it, or for the metadata to name another
                 if attempt + 1 < CONNECT_ATTEMPTS:
                     await asyncio.sleep(RETRY_STEP_S * (attempt + 1))
                     continue
                 raise LeaderNotAvailableError(
-                    f"the leader of {topic}-{partition} (broker {leader}) cannot be reached "
-                    "and no other leader is known yet; nothing was sent: retry shortly"
+                    f"{what} (broker {broker_id}) cannot be reached and no other is known "
+                    "yet; nothing was sent: retry shortly"
                 ) from None
             except (aiohttp.ClientError, TimeoutError, OSError):
                 if idempotent and not lost_once:  # a read changes nothing: ask once more
                     lost_once = True
                     continue
                 raise ForwardOutcomeUnknownError(
-                    f"the leader of {topic}-{partition} (broker {leader}) failed or went away "
-                    "after the request was sent to it; it may or may not have been applied: "
-                    "retry (an idempotent producer's retry is never stored twice)"
+                    f"{what} (broker {broker_id}) failed or went away after the request was "
+                    "sent to it; it may or may not have been applied: retry (an idempotent "
+                    "producer's retry is never stored twice)"
                 ) from None
-        raise LeaderNotAvailableError(
-            f"the leader of {topic}-{partition} cannot be reached; retry shortly"
-        )
+        raise LeaderNotAvailableError(f"{what} cannot be reached; retry shortly")
 
     # --- whole requests ------------------------------------------------------------------
 
@@ -190,6 +196,24 @@ class Forwarder:
         body: bytes | bytearray | None = None,
     ) -> web.Response:
         """The request as it came, answered by the partition's leader."""
+        return await self.forward_to(
+            request,
+            lambda: self._leader_url(topic, partition),
+            f"the leader of {topic}-{partition}",
+            body,
+        )
+
+    async def forward_to(
+        self,
+        request: Any,
+        target: Callable[[], tuple[int, str]],
+        what: str,
+        body: bytes | bytearray | None = None,
+        *,
+        idempotent: bool | None = None,
+    ) -> web.Response:
+        """The request as it came, answered by the broker ``target()`` names. A lost answer
+        is asked again once when ``idempotent`` (default: a GET)."""
         headers = {h: v for h in REQUEST_HEADERS if (v := request.headers.get(h)) is not None}
         query = request.query
         path_qs = quote(request.path, safe="/:@")
@@ -197,12 +221,12 @@ class Forwarder:
             path_qs += "?" + urlencode(list(query.items()))
         status, resp_headers, data = await self.exchange(
             request.method,
-            topic,
-            partition,
             path_qs,
             headers,
             body,
-            idempotent=request.method == "GET",
+            idempotent=request.method == "GET" if idempotent is None else idempotent,
+            target=target,
+            what=what,
         )
         return web.Response(body=data, status=status, headers=passed_back(resp_headers.items()))
 
@@ -255,12 +279,12 @@ class Forwarder:
         try:
             status, _, data = await self.exchange(
                 "POST",
-                topic,
-                first,
                 path,
                 headers,
                 orjson.dumps(doc),
-                idempotent=False,  # type: ignore[arg-type]
+                idempotent=False,
+                target=lambda: self._leader_url(topic, first),  # type: ignore[arg-type]
+                what=f"the leader of {topic}-{first}",
             )
             try:
                 answer = orjson.loads(data) if data else None

@@ -12,7 +12,12 @@ from harness.broker import BrokerLauncher
 from harness.cluster import StaticCluster, start_static_cluster
 
 # keyed: 12 partitions, broker 1 leads 0, 3, 6, 9; far: broker 1 leads none of them
-TOPICS = {"keyed": (12, {}), "far": (3, {}), "streams": (2, {})}
+TOPICS = {
+    "keyed": (12, {}),
+    "far": (3, {}),
+    "streams": (2, {}),
+    "__consumer_offsets": (4, {"cleanup.policy": "compact"}),
+}
 LEADERS = {"far": [2, 3, 2], "streams": [2, 3]}
 
 
