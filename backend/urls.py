@@ -28,11 +28,13 @@ urlpatterns = [
     path("internal/v1/", include("backend.cluster.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    # Confluent REST Proxy's admin resources: v3 and the v2 metadata reads (docs/rest-proxy.md)
+    path("", include("backend.restproxy.urls")),
     # the console (a single-page app): every other path that is not an API is its route
-    re_path(r"^(?!api/|internal/|ws/|static/|assets/).*$", spa.index, name="console"),
+    re_path(r"^(?!api/|internal/|ws/|static/|assets/|v3/).*$", spa.index, name="console"),
 ]
 
 handler400 = "backend.core.exceptions.json_400"
 handler403 = "backend.core.exceptions.json_403"
-handler404 = "backend.core.exceptions.json_404"
+handler404 = "backend.restproxy.errors.not_found"
 handler500 = "backend.core.exceptions.json_500"

@@ -25,6 +25,7 @@ from brokernodes.server.auth import client_host, current_client_host
 from brokernodes.server.broker import Broker
 from brokernodes.server.connections import current_connection
 from brokernodes.server.http import admin as http_admin
+from brokernodes.server.http import control_plane_pass
 from brokernodes.server.http import cursors as http_cursors
 from brokernodes.server.http import fetch as http_fetch
 from brokernodes.server.http import forward as http_forward
@@ -151,4 +152,5 @@ def build_app(broker: Broker, extra_routes: Iterable[RouteInstaller] = ()) -> we
     http_forward.install(app, broker)  # one front door: its client's connections
     for install in extra_routes:
         install(app, broker)
+    control_plane_pass.add_routes(app, broker)  # last: every broker route wins over it
     return app

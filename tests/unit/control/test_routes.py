@@ -61,6 +61,120 @@ def _u(route_name: str, /, **kwargs: Any) -> Callable[[World], str]:
     return build
 
 
+# Confluent REST Proxy v3 and v2 metadata (backend/restproxy; tests/integration/control_plane/
+# test_rest_proxy_*.py). Their views need a registered broker to place partitions on
+# (``_v3``), as replicas and brokers are addressed by broker id.
+def _with_broker() -> None:
+    from backend.cluster import services
+    from backend.cluster.models import Broker
+
+    if not Broker.objects.filter(broker_id=7).exists():
+        services.broker_register(broker_id=7, url="http://127.0.0.1:9099")
+
+
+def _v3(route_name: str, /, query: str = "", **kwargs: Any) -> Callable[[World], str]:
+    def build(w: World) -> str:
+        _with_broker()
+        args = {"cluster_id": settings.SLUICE_CLUSTER_ID, **{k: v(w) for k, v in kwargs.items()}}
+        return reverse(route_name, kwargs=args) + query
+
+    return build
+
+
+def _b_topic(w: World) -> str:
+    return w.b.topic.name
+
+
+V3_ROUTES: dict[str, Route] = {
+    "v3-clusters": Route(TENANT, ("GET",), _u("v3-clusters")),
+    "v3-cluster": Route(TENANT, ("GET",), _v3("v3-cluster")),
+    "v3-brokers": Route(TENANT, ("GET",), _v3("v3-brokers")),
+    "v3-broker": Route(TENANT, ("GET",), _v3("v3-broker", broker_id=lambda w: 7)),
+    "v3-topics": Route(
+        TENANT,
+        ("GET", "POST"),
+        _v3("v3-topics"),
+        body=lambda w, m: {"topic_name": "fresh-topic", "partitions_count": 1},
+    ),
+    "v3-topic": Route(TENANT, ("GET", "DELETE"), _v3("v3-topic", topic_name=_b_topic), detail=True),
+    "v3-topic-configs": Route(
+        TENANT, ("GET",), _v3("v3-topic-configs", topic_name=_b_topic), detail=True
+    ),
+    "v3-topic-configs-alter": Route(
+        TENANT,
+        ("POST",),
+        _v3("v3-topic-configs-alter", topic_name=_b_topic),
+        body=lambda w, m: {"data": [{"name": "retention.ms", "value": "1"}]},
+        detail=True,
+    ),
+    "v3-topic-config": Route(
+        TENANT,
+        ("GET", "PUT", "DELETE"),
+        _v3("v3-topic-config", topic_name=_b_topic, name=lambda w: "retention.ms"),
+        body=lambda w, m: {"value": "1"},
+        detail=True,
+    ),
+    "v3-partitions": Route(
+        TENANT, ("GET",), _v3("v3-partitions", topic_name=_b_topic), detail=True
+    ),
+    "v3-partition": Route(
+        TENANT,
+        ("GET",),
+        _v3("v3-partition", topic_name=_b_topic, partition_id=lambda w: 0),
+        detail=True,
+    ),
+    "v3-replicas": Route(
+        TENANT,
+        ("GET",),
+        _v3("v3-replicas", topic_name=_b_topic, partition_id=lambda w: 0),
+        detail=True,
+    ),
+    "v3-replica": Route(
+        TENANT,
+        ("GET",),
+        _v3("v3-replica", topic_name=_b_topic, partition_id=lambda w: 0, broker_id=lambda w: 7),
+        detail=True,
+    ),
+    "v3-acls": Route(
+        ADMIN,
+        ("GET", "POST", "DELETE"),
+        _v3("v3-acls", query="?resource_type=ANY"),
+        body=lambda w, m: {
+            "principal": "User:x",
+            "resource_type": "TOPIC",
+            "resource_name": "t",
+            "operation": "READ",
+        },
+    ),
+    # consumer groups live on the brokers (BROKER_BACKED: 503 here)
+    "v3-groups": Route(TENANT, ("GET",), _v3("v3-groups")),
+    **{
+        name: Route(TENANT, ("GET",), _v3(name, group_id=lambda w: "b-group", **extra))
+        for name, extra in (
+            ("v3-group", {}),
+            ("v3-consumers", {}),
+            ("v3-consumer", {"consumer_id": lambda w: "m1"}),
+            ("v3-consumer-assignments", {"consumer_id": lambda w: "m1"}),
+            ("v3-lags", {}),
+            ("v3-lag", {"topic_name": _b_topic, "partition_id": lambda w: 0}),
+            ("v3-lag-summary", {}),
+        )
+    },
+}
+V2_ROUTES: dict[str, Route] = {
+    "v2-topics": Route(TENANT, ("GET",), _u("v2-topics")),
+    "v2-topic": Route(TENANT, ("GET",), _u("v2-topic", topic_name=_b_topic), detail=True),
+    "v2-partitions": Route(TENANT, ("GET",), _u("v2-partitions", topic_name=_b_topic), detail=True),
+    "v2-partition": Route(
+        TENANT,
+        ("GET",),
+        _u("v2-partition", topic_name=_b_topic, partition_id=lambda w: 0),
+        detail=True,
+    ),
+    "v2-brokers": Route(TENANT, ("GET",), _u("v2-brokers")),
+}
+
+
 ROUTES: dict[str, Route] = {
     "healthz": Route(PUBLIC, ("GET",)),
     "readyz": Route(PUBLIC, ("GET",)),
@@ -306,16 +420,21 @@ ROUTES: dict[str, Route] = {
     "report-peaks": Route(TENANT, ("GET",), _u("report-peaks")),
     "report-skew": Route(TENANT, ("GET",), _u("report-skew")),
     "report-compaction": Route(TENANT, ("GET",), _u("report-compaction")),
+    **V3_ROUTES,
+    **V2_ROUTES,
 }
 
 _RESET = "00000000-0000-4000-8000-000000000000"
-BROKER_BACKED = {"groups", "group-detail", "group-reset-offsets"}
+BROKER_BACKED = {"groups", "group-detail", "group-reset-offsets"} | {
+    name for name in V3_ROUTES if name.startswith(("v3-group", "v3-consumer", "v3-lag"))
+}
 
 
 def _brokers_unavailable(name: str, response) -> bool:
     """Routes answered by the brokers: with none running, 503 BROKERS_UNAVAILABLE."""
     if name in BROKER_BACKED and response.status_code == 503:
-        assert response.json()["error_code"] == "BROKERS_UNAVAILABLE"
+        body = response.json()
+        assert body.get("sluice_code", body["error_code"]) == "BROKERS_UNAVAILABLE"
         return True
     return False
 
@@ -390,7 +509,8 @@ def _call(client, world: World, name: str, method: str):
 def _assert_error(response, status: int, code: str) -> None:
     assert response.status_code == status, (response.status_code, response.content[:300])
     body = response.json()
-    assert body["error_code"] == code, body
+    # Confluent's routes carry Sluice's code in sluice_code, beside their integer error_code
+    assert body.get("sluice_code", body["error_code"]) == code, body
     assert isinstance(body["message"], str) and body["message"]
 
 
@@ -481,6 +601,16 @@ def _own_url(world: World, name: str) -> Callable[[], str]:
         "group-reset-offsets": {"group_id": "a-group"},
         "group-reset-offsets-undo": {"group_id": "a-group", "reset_id": _RESET},
     }
+    if name in V3_ROUTES or name in V2_ROUTES:  # the same routes on A's own topic
+        names = {"name": "retention.ms", "partition_id": 0, "broker_id": 7}
+        own_topic = {"topic_name": a.topic.name, "group_id": "a-group", "consumer_id": "m1"}
+        pattern = next(p for r, p in _walk(get_resolver().url_patterns) if p.name == name)
+        wanted = set(pattern.pattern.converters)
+        kwargs = {k: v for k, v in {**names, **own_topic}.items() if k in wanted}
+        if "cluster_id" in wanted:
+            kwargs["cluster_id"] = settings.SLUICE_CLUSTER_ID
+        _with_broker()
+        return reverse(name, kwargs=kwargs)
     return reverse(name, kwargs=own.get(name, {}))
 
 
