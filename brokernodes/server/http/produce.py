@@ -16,7 +16,7 @@ from brokernodes.errors import (
     RequestTooLargeError,
     SluiceError,
 )
-from brokernodes.server.http import forward
+from brokernodes.server.http import forward, produce_v2
 from brokernodes.server.http.body import read_body
 from brokernodes.server.http.forward import forwardable, forwarder, led_elsewhere
 from brokernodes.server.http.produce_stream import (
@@ -251,3 +251,4 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         name="produce_binary",
         expect_handler=expect_handler,
     )
+    produce_v2.add_routes(app, broker)  # Confluent's v2 produce, beside v3
