@@ -141,7 +141,7 @@ class LogConfig:
         """The age at which the active segment rolls: segment.ms, or max.compaction.lag.ms
         when lower on a compacted log (KIP-354: the active segment is never cleaned, so it
         must close in time for its records to be compacted within the lag)."""
-        if self.compact_enabled and self.max_compaction_lag_ms < self.segment_ms:
+        if self.max_compaction_lag_ms < self.segment_ms and self.compact_enabled:
             return self.max_compaction_lag_ms
         return self.segment_ms
 

@@ -174,6 +174,7 @@ class PartitionLog(LogFlush):
     ) -> None:
         self.directory = os.fspath(directory)
         self._config = config or LogConfig()
+        self.roll_ms = self._config.roll_ms  # computed once per config: read per append
         self._clock = clock or _wall_clock_ms
         self._fsync = fsync
         self._checkpoint_interval_ms = checkpoint_interval_ms
@@ -329,6 +330,7 @@ class PartitionLog(LogFlush):
         """New settings take effect from the next append / roll / retention run."""
         with self._lock:
             self._config = config
+            self.roll_ms = config.roll_ms
             for seg in self._segments:
                 seg.index_interval_bytes = config.index_interval_bytes
 
@@ -458,7 +460,7 @@ class PartitionLog(LogFlush):
             waited = max_ts - rolling_ts if rolling_ts >= 0 else now - seg.created_ms
             if (
                 seg.size + n > c.segment_bytes
-                or waited > c.roll_ms
+                or waited > self.roll_ms
                 or last - seg.base_offset > INT32_MAX
                 or seg.indexes_full
             ):
@@ -592,7 +594,7 @@ class PartitionLog(LogFlush):
             waited = max_ts - rolling_ts if rolling_ts >= 0 else now - seg.created_ms
             if (
                 seg.size + size > c.segment_bytes
-                or waited > c.roll_ms
+                or waited > self.roll_ms
                 or seg.indexes_full
                 or not seg.can_hold_offset(last)
                 or base < seg.base_offset

@@ -70,7 +70,7 @@ from brokernodes.server.replica.errors import error_for
 from brokernodes.server.replica.hw_checkpoint import read_high_watermark, write_high_watermark
 from brokernodes.server.replica.produce_checks import check_produce
 from brokernodes.server.replica.produce_rewrite import rewrite_produce
-from brokernodes.storage.config import MAX_LONG
+from brokernodes.storage.config import MAX_LONG, LogConfig
 from brokernodes.storage.log import AppendInfo, FetchData, PartitionLog
 from brokernodes.storage.producer_state import BatchMetadata, ProducerStateManager
 
@@ -171,6 +171,7 @@ class Partition:
             self._loop = None  # noticed at the next append
         log.on_offline = self._log_offline
         self._append_lock = asyncio.Lock()
+        self._plain_config: LogConfig | None = None  # the last config seen not to rewrite
         # waiters, one future each: HW moved (consumers), LEO moved (replica fetches), HW /
         # ISR / role changed (acks=all)
         self._data_arrived: list[asyncio.Future[None]] | None = None
@@ -407,6 +408,15 @@ class Partition:
 
     # --- append (leader) ---------------------------------------------------------------
 
+    def _rewrites(self, config: LogConfig) -> bool:
+        """Whether appends under ``config`` rewrite batches (LogAppendTime or a topic codec,
+        ``produce_rewrite``); a config that does not is remembered, so the default path
+        costs one identity check per append."""
+        if config.rewrites_batches:
+            return True
+        self._plain_config = config
+        return False
+
     def _may_block(self, nbytes: int, headers: list[BatchHeader]) -> bool:
         """Could this append fsync (flush policy), roll a segment (new files; the old
         one's fsync is a flusher thread's), or copy so much into the page cache that the
@@ -425,7 +435,7 @@ class Partition:
         rolling = active.rolling_timestamp
         newest = max(h.max_timestamp for h in headers)
         waited = newest - rolling if rolling >= 0 else int(time.time() * 1000) - active.created_ms
-        return waited + ROLL_MARGIN_MS > c.roll_ms
+        return waited + ROLL_MARGIN_MS > self.log.roll_ms
 
     async def append_as_leader(
         self, buf: bytearray, *, acks: int = 1, timeout: float = 30.0
@@ -451,7 +461,7 @@ class Partition:
         async with self._append_lock:
             # records inside each batch (Kafka's LogValidator); under the lock: keeps order
             await check_produce(buf, headers, config, self.inflation_ratio)
-            if config.rewrites_batches:  # LogAppendTime or a topic codec (produce_rewrite)
+            if config is not self._plain_config and self._rewrites(config):
                 rewritten = await rewrite_produce(buf, headers, config, self.inflation_ratio)
                 buf, headers = rewritten.buf, rewritten.headers
                 append_time = rewritten.log_append_time
