@@ -47,6 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bench import spark_sink
 from bench.report import Metric
 from bench.spark_baseline import Settings, baseline_jobs
 
@@ -341,6 +342,7 @@ def run(quick: bool = False) -> list[Metric]:
     spark = get_session("local[2]", "sluice-bench", **{"spark.driver.memory": "4g"})
     try:
         measured = [measure(spark, total, commit_every_ms) for total in sizes]
+        sink = spark_sink.measure(spark, quick)  # the sink's throughput (bench/spark_sink.py)
     finally:
         spark.stop()
     metrics = [
@@ -361,7 +363,7 @@ def run(quick: bool = False) -> list[Metric]:
         peer=f"{PEER}, its first run in the process: {first.baseline_first:.2f} s",
         peer_value=round(first.total / first.baseline_first),
     )
-    return [headline, cold, *metrics]
+    return [headline, cold, *metrics, sink]
 
 
 PEER = (
