@@ -235,6 +235,10 @@ class BrokerError(SluiceError):
             doc = json.loads(body) if body else None
         except ValueError:
             doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("sluice_code"), str):
+            # a Confluent route: Confluent's integer beside Sluice's code
+            doc = {**doc, "error_code": doc["sluice_code"]}
+            del doc["sluice_code"]
         if isinstance(doc, dict) and isinstance(doc.get("error_code"), str):
             details = {k: v for k, v in doc.items() if k not in ("error_code", "message")}
             return cls(

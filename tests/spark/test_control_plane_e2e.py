@@ -51,7 +51,12 @@ def test_usage_and_throughput_reports_end_to_end(control_plane: ControlPlane):  
         return http(
             "POST",
             f"{broker.url}/v3/clusters/{CLUSTER}/topics/orders/records:batch",
-            {"entries": [{"value": {"type": "STRING", "data": "x" * 100}} for _ in range(10)]},
+            {
+                "entries": [
+                    {"id": str(i), "value": {"type": "STRING", "data": "x" * 100}}
+                    for i in range(10)
+                ]
+            },
             key=alpha["api_key"],
         )
 

@@ -208,7 +208,7 @@ def test_a_deny_for_an_ipv4_mapped_host_applies_to_the_ipv4_client(cp, tenant, b
     )
     assert status == 201 and binding["host"] == "127.0.0.1", binding
     status, body = wait_for("the DENY to apply", lambda: (r := produce())[0] == 403 and r)
-    assert body["error_code"] == "TOPIC_AUTHORIZATION_FAILED", body
+    assert (body["error_code"], body["sluice_code"]) == (40301, "TOPIC_AUTHORIZATION_FAILED")
     status, body = cp.api(
         "POST",
         "acls/",

@@ -124,7 +124,7 @@ def test_storage_quota_refuses_produce_and_appends_nothing(control_plane: Contro
         accepted += 1
     else:
         raise AssertionError("never refused at the storage quota")
-    assert status == 403 and body["error_code"] == "QUOTA_EXCEEDED", body
+    assert status == 403 and body["sluice_code"] == "QUOTA_EXCEEDED", body
     assert f"storage limit of {limit} bytes" in body["message"], body
     assert body["limit"] == limit and body["used"] >= limit, body
     assert 15 <= accepted <= 21, accepted  # ~1.07 KB per record on disk
@@ -182,7 +182,7 @@ def test_connection_quota_refuses_the_connection_over_the_limit(control_plane: C
     # (until the broker has the quota, these probes are accepted)
     wait_for("the connection quota to apply", lambda: third_refused("probe"))
     body = third_refused("3")
-    assert body["error_code"] == "QUOTA_EXCEEDED" and body["quota"] == "connections", body
+    assert body["sluice_code"] == "QUOTA_EXCEEDED" and body["quota"] == "connections", body
     assert body["used"] == 2 and body["limit"] == 2, body
     # the open connections keep working; closing one frees its place
     assert first.send("4")[0] == 200

@@ -165,3 +165,14 @@ def test_v2_records_media_type_follows_the_instance_format():
     with pytest.raises(NotAcceptableError) as info:
         records_media_type("text/html", "binary")
     assert not isinstance(info.value, ConsumerFormatMismatchError)
+
+
+def test_a_client_reads_sluice_code_from_a_confluent_error_body():
+    from brokernodes.errors import BrokerError
+
+    _, body = confluent_error_body(UnknownTopicOrPartitionError("no topic 'x'"))
+    import orjson
+
+    err = BrokerError.from_response(404, orjson.dumps(body), "http://b/v3/...")
+    assert err.error_code == "UNKNOWN_TOPIC_OR_PARTITION" and err.message == "no topic 'x'"
+    assert "sluice_code" not in err.details and "error_code" not in err.details
