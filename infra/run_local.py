@@ -6,8 +6,10 @@ key); builds the web console when its sources changed (``npm ci`` + ``vite build
 plane under Daphne (ASGI: the REST API, the console and its WebSockets); ``--brokers``
 broker processes (``python -m brokernodes --control-plane URL --broker-id N``) with data
 under ``<var>/brokers/N``, beside one controller (``manage.py run_controller``); then creates
-the demo topic through the REST API, waits until its leader broker knows it, and prints the API URL,
-the demo credentials and a curl line that produces and one that consumes. Every broker also
+the demo topic through the REST API, waits until its brokers serve it, and prints the API URL,
+the one REST URL for produce and consume (the first broker: any broker forwards a call to the
+partition's leader, docs/data-plane-api.md "One front door"), the demo credentials and a curl
+line that produces a keyed record and one that consumes its partition. Every broker also
 listens for Kafka's protocol (SASL_PLAINTEXT on ``--host``, ports ``--kafka-ports``): the
 runner prints the Kafka bootstrap address and kcat lines that produce and consume with the
 demo key (SASL/PLAIN: the key id is the user name, the secret the password).
@@ -54,16 +56,38 @@ import offline_report
 import portcheck
 import process_tree
 
+from brokernodes.records.partitioner import partition_for_key
 from brokernodes.security.redaction import redact
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 60.0
+DEMO_KEY = "hello"  # the printed produce line's record key
 REPORT_AFTER_S = 10.0  # a wait this long says why (offline partitions), then every
 REPORT_EVERY_S = 15.0  # this long when the reason changed
 STOP_TIMEOUT_S = 15.0
 # a broker's clean stop is a controlled shutdown (leadership moves away), then draining
 # in-flight requests (at most its --shutdown timeout), then flushing: give it longer
 BROKER_STOP_TIMEOUT_S = 20.0
+
+
+def curl_lines(rest_url: str, key: str, cluster_id: str, topic: str, partition: int):
+    """curl lines that produce a keyed record (the key picks the partition) and read that
+    partition back, both through the one REST URL (whichever broker leads it)."""
+    auth = shlex.quote("Authorization: Bearer " + key)
+    body = json.dumps(
+        {
+            "key": {"type": "STRING", "data": DEMO_KEY},
+            "value": {"type": "STRING", "data": "hello, sluice"},
+        }
+    )
+    produce = (
+        f"curl -sS -X POST -H {auth} -H 'Content-Type: application/json' "
+        f"--data {shlex.quote(body)} {rest_url}/v3/clusters/{cluster_id}/topics/{topic}/records"
+    )
+    consume = f"curl -sS -H {auth} " + shlex.quote(
+        f"{rest_url}/sluice/v1/topics/{topic}/partitions/{partition}/records?offset=0&format=text"
+    )
+    return produce, consume
 
 
 def kcat_lines(bootstrap: str, key: str, topic: str) -> tuple[str, str]:
@@ -358,28 +382,23 @@ class Runner:
         cluster_id, leader_url = self.wait_until(
             f"topic {a.topic!r} on the brokers", leader, explain=self.offline_partitions
         )
-        # the leader itself must know the topic before the printed lines work
+        # one URL for every REST and WebSocket call: the first broker forwards to leaders
+        rest_url = f"http://{a.host}:{ports[0]}"
+        partition = partition_for_key(DEMO_KEY.encode(), a.partitions)
+        # the key's partition must be served (through the REST URL) before the lines work
         self.wait_until(
-            f"{a.topic}-0's leader {leader_url} to serve it",
+            f"{a.topic}-{partition} to be served through {rest_url}",
             lambda: (
                 self.http(
                     "GET",
-                    f"{leader_url}/sluice/v1/topics/{a.topic}/partitions/0/offsets",
+                    f"{rest_url}/sluice/v1/topics/{a.topic}/partitions/{partition}/offsets",
                     key=key,
                 )[0]
                 == 200
             ),
             explain=self.offline_partitions,
         )
-        body = json.dumps({"partition_id": 0, "value": {"type": "STRING", "data": "hello, sluice"}})
-        produce = (
-            f"curl -sS -X POST -H {shlex.quote('Authorization: Bearer ' + key)} "
-            f"-H 'Content-Type: application/json' --data {shlex.quote(body)} "
-            f"{leader_url}/v3/clusters/{cluster_id}/topics/{a.topic}/records"
-        )
-        consume = f"curl -sS -H {shlex.quote('Authorization: Bearer ' + key)} " + shlex.quote(
-            f"{leader_url}/sluice/v1/topics/{a.topic}/partitions/0/records?offset=0&format=text"
-        )
+        produce, consume = curl_lines(rest_url, key, cluster_id, a.topic, partition)
         bootstrap = ",".join(f"{a.host}:{p}" for p in kafka_ports)
         kcat_produce, kcat_consume = kcat_lines(bootstrap, key, a.topic)
         state = {
@@ -392,6 +411,7 @@ class Runner:
             "api_key": key,
             "cluster_id": cluster_id,
             "topic": a.topic,
+            "rest_url": rest_url,
             "brokers": [f"http://{a.host}:{p}" for p in ports],
             "leader_url": leader_url,
             "curl_produce": produce,
@@ -409,11 +429,11 @@ class Runner:
         self.say(f"  Console:    {state['console_url']}  (build: {console})")
         self.say(f"  Sign in:    {demo['username']} / {demo['password'] or '(unchanged)'}")
         self.say(f"  API key:    {key}   (shown once)")
-        self.say(f"  Brokers:    {', '.join(state['brokers'])}")
-        self.say(f"  Topic:      {a.topic} (partition 0 led by {leader_url})")
-        self.say("  Produce:")
+        self.say(f"  REST:       {rest_url}  (produce and consume, every topic and partition)")
+        self.say(f"  Topic:      {a.topic} ({a.partitions} partitions)")
+        self.say(f"  Produce (key {DEMO_KEY!r}, its partition chosen by the key):")
         self.say(f"    {produce}")
-        self.say("  Consume:")
+        self.say(f"  Consume (partition {partition}, where that key lands):")
         self.say(f"    {consume}")
         self.say(f"  Kafka:      {bootstrap}")
         self.say(

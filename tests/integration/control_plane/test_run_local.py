@@ -72,6 +72,11 @@ def test_run_local_starts_everything_and_stops_on_sigint(tmp_path):
         state = json.loads(state_file.read_text())
         printed = (tmp_path / "runner.log").read_text()
         assert state["curl_produce"] in printed and state["curl_consume"] in printed
+        # one URL for REST: both lines go through it, whichever broker leads the partition
+        assert f"REST:       {state['rest_url']}" in printed
+        assert state["rest_url"] in state["curl_produce"]
+        assert state["rest_url"] in state["curl_consume"]
+        assert "partition_id" not in state["curl_produce"]
         assert state["api_key"] in printed
         # the control plane, its controller and three brokers (other services may join)
         assert {"control plane", "controller", "broker 1", "broker 2", "broker 3"} <= set(
