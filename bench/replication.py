@@ -10,6 +10,10 @@ partition's leader:
   Peer: one broker, RF 1, acks=1. Target ratio >= 0.5.
 - ``produce.replicated.p99_ms``: acks=all request latency at one connection (each request
   waits for both followers to fetch it). Peer: the same at acks=1 on the single broker.
+- ``produce.forwarded.records_per_s``: the same bodies, acks=1, sent to a broker of the
+  three that leads none of the partitions, which forwards each request to the leader
+  (docs/data-plane-api.md, "One front door"). Peer: the same client sending to the leader
+  directly, same cluster, same run. Target ratio >= 0.6.
 """
 
 from __future__ import annotations
@@ -81,6 +85,13 @@ def run(quick: bool = False) -> list[Metric]:
         url = leader.url + path + "?acks=all"
         replicated_rate, _ = asyncio.run(_produce(url, headers, seconds, connections))
         _, replicated_lat = asyncio.run(_produce(url, headers, seconds / 2, 1))
+        # one front door: broker 2 leads nothing here and forwards every request to broker 1
+        direct_rate, _ = asyncio.run(
+            _produce(leader.url + path + "?acks=1", headers, seconds, connections)
+        )
+        forwarded_rate, _ = asyncio.run(
+            _produce(cluster.broker(2).url + path + "?acks=1", headers, seconds, connections)
+        )
     finally:
         launcher.close()
         shutil.rmtree(base, ignore_errors=True)
@@ -107,5 +118,16 @@ def run(quick: bool = False) -> list[Metric]:
             workload="one connection, one 16 KiB batch per request, acks=all, RF 3, min ISR 2",
             peer="the same at acks=1 on one broker",
             peer_value=round(_p99(single_lat), 2),
+        ),
+        Metric(
+            name="produce.forwarded.records_per_s",
+            value=round(forwarded_rate),
+            unit="records/s",
+            better="higher",
+            workload=f"{workload}; acks=1, RF 3, every request sent to a broker that leads no "
+            "partition of the topic and forwards it to the leader",
+            peer="the same client and bodies sent to the leader directly, in the same run",
+            peer_value=round(direct_rate),
+            target_ratio=0.6,
         ),
     ]
