@@ -44,12 +44,15 @@ from pyspark.sql.types import (
 )
 
 from brokernodes.errors import SluiceError
+from brokernodes.records.batch import decode_batch
+from brokernodes.records.header import read_header
 from spark.datasource.broker import BrokerClient, BrokerReadError
 from spark.datasource.sink_identity import (
     PRODUCER_EPOCH,
     KeylessPartitioner,
     PartitionProgress,
     SinkError,
+    content,
     key_partition,
     producer_id_for,
     resume_point,
@@ -249,10 +252,13 @@ def write_task(options: SinkOptions, write_id: str, batch_id: int, batches) -> S
                 state = progress.get((topic, p))
                 if state is None:
                     state = progress[(topic, p)] = _resume(producer, topic, p)
+                h = headers[i] if headers is not None else None
                 if not state.admit():
                     skipped += 1
+                    if state.verifying():
+                        pairs = [(x["key"], x["value"]) for x in h] if h else ()
+                        state.observe(content(key, value, pairs), f"{topic}-{p}")
                     continue
-                h = headers[i] if headers is not None else None
                 future = producer.send(
                     topic,
                     value,
@@ -267,6 +273,8 @@ def write_task(options: SinkOptions, write_id: str, batch_id: int, batches) -> S
             open_batches = _check_failures(open_batches)
         producer.flush()
         _check_failures(open_batches)
+        for (topic, p), state in progress.items():
+            state.finish(f"{topic}-{p}")
     except SluiceError as e:
         raise SinkError(e.message, e.error_code) from e
     finally:
@@ -302,7 +310,31 @@ def _resume(producer, topic: str, partition: int) -> PartitionProgress:
             done,
         )
     producer.resume(topic, partition, done)
-    return PartitionProgress(done)
+    if not done:
+        return PartitionProgress(0)
+    return PartitionProgress(done, _last_batch(producer, topic, partition, answer))
+
+
+def _last_batch(producer, topic: str, partition: int, answer: dict) -> list:
+    """The contents of the earlier attempt's last batch on the partition, read back."""
+    first = int(answer["last_batch_first_offset"])
+    body = producer.fetch(topic, partition, first)
+    pos = 0
+    while pos < len(body):
+        header = read_header(body, pos)
+        if header.base_offset <= first <= header.last_offset:
+            batch = decode_batch(body, pos)
+            return [
+                content(r.key, r.value, r.headers)
+                for r in batch.records
+                if r.offset <= int(answer["last_offset"])
+            ]
+        pos += header.size
+    raise SinkError(
+        f"{topic}-{partition}: the producer's last batch at offset {first} is not in the "
+        "log any more (retention?); what an earlier attempt wrote cannot be checked",
+        "OFFSET_OUT_OF_RANGE",
+    )
 
 
 def _check_failures(batches: list) -> list:

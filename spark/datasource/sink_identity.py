@@ -38,18 +38,73 @@ def producer_id_for(write_id: str, batch_id: int, spark_partition: int) -> int:
     return CLIENT_CHOSEN_MIN | (int.from_bytes(digest, "big") & (CLIENT_CHOSEN_MIN - 1))
 
 
+Content = tuple  # (key, value, headers): bytes or None, bytes or None, ((str, bytes|None), ...)
+
+
+def content(key, value, headers) -> Content:
+    """A record as the log holds it, for comparing a row with what was appended."""
+    return (
+        key.encode() if type(key) is str else key,
+        value.encode() if type(value) is str else value,
+        tuple((k, v) for k, v in headers or ()),
+    )
+
+
 @dataclass
 class PartitionProgress:
     """One topic-partition of a task: records routed to it so far, and how many of the
-    first ones an earlier attempt already appended (skipped here)."""
+    first ones an earlier attempt already appended (skipped here).
+
+    ``last_batch`` (the contents of the earlier attempt's last batch there, read back from
+    the log) checks that this attempt's input is the same as that attempt's: the skipped
+    records at those positions must equal them, or the task fails (``INPUT_CHANGED``)
+    rather than append a row twice or skip one that was never written."""
 
     already_written: int
+    last_batch: list[Content] | None = None
     routed: int = 0
+    _seen: list[Content] | None = None
 
     def admit(self) -> bool:
         """Count one more routed record; True when it must be sent."""
         self.routed += 1
         return self.routed > self.already_written
+
+    def verifying(self) -> bool:
+        """Whether the record just counted (and skipped) is one of ``last_batch``'s."""
+        return self.last_batch is not None and self.routed > self.already_written - len(
+            self.last_batch
+        )
+
+    def observe(self, record: Content, where: str) -> None:
+        """A skipped record at a ``last_batch`` position; the last one settles it."""
+        assert self.last_batch is not None
+        if self._seen is None:
+            self._seen = []
+        self._seen.append(record)
+        if self.routed == self.already_written:
+            seen, self._seen = self._seen, None
+            if seen != self.last_batch:
+                raise SinkError(
+                    f"{where}: the rows of this task attempt differ from the earlier "
+                    f"attempt's at positions {self.routed - len(seen) + 1}..{self.routed}, "
+                    "so what it appended cannot be skipped safely; the input's order is not "
+                    "the same on every attempt (rows after a shuffle on a cluster): sort "
+                    "within partitions before writing (df.sortWithinPartitions(...))",
+                    "INPUT_CHANGED",
+                )
+            self.last_batch = None
+
+    def finish(self, where: str) -> None:
+        """At the end of the task: fewer records routed here than an earlier attempt
+        appended means the input changed too."""
+        if self.routed < self.already_written:
+            raise SinkError(
+                f"{where}: an earlier attempt of this task appended {self.already_written} "
+                f"records here, this one has only {self.routed}: its input is not the same; "
+                "make the write's input deterministic (sort within partitions)",
+                "INPUT_CHANGED",
+            )
 
 
 def resume_point(answer: dict, producer_id: int, epoch: int = PRODUCER_EPOCH) -> int | None:

@@ -27,6 +27,7 @@ from brokernodes.client.producer import AsyncProducer, Producer
 from brokernodes.errors import SluiceError
 
 log = logging.getLogger("sluice.spark.sink")
+FETCH_BYTES = 4 * 1024 * 1024
 
 
 class FixedIdentityProducer(AsyncProducer):
@@ -76,6 +77,16 @@ class FixedIdentityProducer(AsyncProducer):
         response = await self._transport.request("GET", (leader or "") + path)
         return response.json()
 
+    async def fetch(self, topic: str, partition: int, offset: int) -> bytes:
+        """Raw batches from ``offset`` on the partition's leader (to read one back)."""
+        leader = self._metadata.leader_url(topic, partition) if self._metadata else None
+        path = (
+            f"/sluice/v1/topics/{quote(topic, safe='')}/partitions/{partition}"
+            f"/batches?offset={offset}&max_bytes={FETCH_BYTES}"
+        )
+        response = await self._transport.request("GET", (leader or "") + path)
+        return response.body
+
 
 class SinkProducer(Producer):
     """``Producer`` over a ``FixedIdentityProducer`` (same ``send``, ``flush``, ``close``)."""
@@ -124,3 +135,6 @@ class SinkProducer(Producer):
 
     def resume(self, topic: str, partition: int, next_sequence: int) -> None:
         self._producer.resume(topic, partition, next_sequence)
+
+    def fetch(self, topic: str, partition: int, offset: int) -> bytes:
+        return self._thread.run(self._producer.fetch(topic, partition, offset), self.max_block_s)

@@ -41,6 +41,9 @@ def _faulty(iterator, options: dict):
         )
     )
     after = int(options.get("failafterbatches", 3))
+    if ctx.attemptNumber() > 0 and options.get("reorderonretry"):
+        # a retry that sees its rows in another order (a shuffle's blocks on a cluster)
+        iterator = (b.take(list(range(b.num_rows - 1, -1, -1))) for b in iterator)
     for i, batch in enumerate(iterator):
         if fail and i == after:
             time.sleep(1.5)  # linger is 5 ms: the batches sent so far are acknowledged

@@ -30,6 +30,7 @@ TOPICS = {
     "by_column": (2, {}),
     "by_column2": (1, {}),
     "override": (2, {}),
+    "reordered": (1, {}),
 }
 SCENARIOS = [
     {
@@ -64,6 +65,17 @@ SCENARIOS = [
         "routed": True,
         "format": "sluice",
         "options": {"bootstrap": "", "kafka.bootstrap.servers": "@hostport", "topic": "override"},
+    },
+    {
+        "name": "reordered",
+        "kind": "batch",
+        "rows": 3000,
+        "options": {
+            "topic": "reordered",
+            "failPartition": 0,
+            "failAfterBatches": 1,
+            "reorderOnRetry": "true",
+        },
     },
     {"name": "no_topic", "kind": "batch", "rows": 10, "format": "sluice", "options": {}},
     {
@@ -184,6 +196,16 @@ def test_topic_and_partition_columns_and_the_topic_option(run):
     assert all(r.partition == int(r.value[1:]) % 4 // 2 for r in even)
     # the option wins over the column (as Kafka's sink)
     assert values(read_topic(broker, "override", 2, 100)) == Counter(f"v{i}" for i in range(100))
+
+
+def test_a_retry_whose_input_changed_fails_instead_of_guessing(run):
+    broker, results, _ = run
+    res = results["reordered"]
+    assert not res["ok"]
+    assert "INPUT_CHANGED" in res["error"] and "sortWithinPartitions" in res["error"]
+    # what the attempts appended is each row at most once: the retries appended nothing
+    counts = values(read_topic(broker, "reordered", 1, 3000))
+    assert counts and max(counts.values()) == 1
 
 
 def test_errors_name_what_to_fix(run):

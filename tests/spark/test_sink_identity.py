@@ -9,6 +9,7 @@ from spark.datasource.sink_identity import (
     KeylessPartitioner,
     PartitionProgress,
     SinkError,
+    content,
     key_partition,
     producer_id_for,
     resume_point,
@@ -63,3 +64,22 @@ def test_keyless_routing_depends_only_on_the_input():
 def test_key_partition_is_kafkas():
     # Kafka's murmur2 test vector: "21" -> -973932308; toPositive % 3
     assert key_partition(b"21", 3) == (-973932308 & 0x7FFFFFFF) % 3
+
+
+def _skip_all(progress, rows):
+    for row in rows:
+        assert not progress.admit()
+        if progress.verifying():
+            progress.observe(content(*row), "t-0")
+
+
+def test_the_last_batch_read_back_must_match_the_skipped_rows():
+    rows = [(f"k{i}", f"v{i}", [("h", b"x")]) for i in range(5)]
+    last = [content(*r) for r in rows[3:]]
+    _skip_all(PartitionProgress(5, last), rows)  # the same rows: fine
+    with pytest.raises(SinkError, match=r"INPUT_CHANGED.*positions 4\.\.5"):
+        _skip_all(PartitionProgress(5, last), [*rows[:3], rows[4], rows[3]])
+    short = PartitionProgress(5, last)
+    _skip_all(short, rows[:2])
+    with pytest.raises(SinkError, match="appended 5 records here, this one has only 2"):
+        short.finish("t-0")
