@@ -13,11 +13,12 @@ As leader:
   under ``min.insync.replicas``, deduplicates idempotent batches one by one (a retried
   request whose first batches are here already answers those from the producer state and
   appends the rest; each batch of a several-batch request gets its own offsets), stamps or
-  recompresses batches for a LogAppendTime or ``compression.type`` topic (``produce_rewrite``;
-  the answer's ``log_append_time``), appends with this leader's epoch stamped on every batch, and for acks=all waits until the high
-  watermark passes the append (a duplicate waits for its original offsets too), failing with
-  NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR falls under min ISR, NOT_LEADER_OR_FOLLOWER
-  if leadership moves, REQUEST_TIMED_OUT after the timeout: never an acknowledgement then.
+  recompresses batches for a LogAppendTime or ``compression.type`` topic
+  (``produce_rewrite``; the answer's ``log_append_time``), appends with this leader's epoch
+  stamped on every batch, and for acks=all waits until the high watermark passes the append
+  (a duplicate waits for its original offsets too), failing with
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR falls under min ISR, NOT_LEADER_OR_FOLLOWER if
+  leadership moves, REQUEST_TIMED_OUT after the timeout: never an acknowledgement then.
 - ``on_replica_fetch`` validates a follower's fetch (leader epoch, KIP-320) and feeds its
   log end offset to ``LeaderState``: the high watermark (min LEO over the ISR) and ISR
   expansions follow. ISR changes go out through ``alter_sink`` (the replica manager sends
