@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench import spark_sink
+from bench import spark_sink, spark_stream
 from bench.report import Metric
 from bench.spark_baseline import Settings, baseline_jobs
 
@@ -343,6 +343,7 @@ def run(quick: bool = False) -> list[Metric]:
     try:
         measured = [measure(spark, total, commit_every_ms) for total in sizes]
         sink = spark_sink.measure(spark, quick)  # the sink's throughput (bench/spark_sink.py)
+        stream = spark_stream.measure(spark, quick)  # source to sink (bench/spark_stream.py)
     finally:
         spark.stop()
     metrics = [
@@ -363,7 +364,7 @@ def run(quick: bool = False) -> list[Metric]:
         peer=f"{PEER}, its first run in the process: {first.baseline_first:.2f} s",
         peer_value=round(first.total / first.baseline_first),
     )
-    return [headline, cold, *metrics, sink]
+    return [headline, cold, *metrics, sink, *stream]
 
 
 PEER = (
