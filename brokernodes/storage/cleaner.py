@@ -10,7 +10,8 @@ thread calls ``LogCleaner.clean(log)``). A clean:
    largest timestamp is within ``min.compaction.lag.ms`` of now, and the first offset of a
    transaction still open in the range, each rounded down to a segment boundary. It runs when
    the dirty ratio (dirty bytes / (clean + dirty bytes)) reaches
-   ``min.cleanable.dirty.ratio`` (default 0.5);
+   ``min.cleanable.dirty.ratio`` (default 0.5), or when a cleanable dirty segment's first
+   batch is older than ``max.compaction.lag.ms`` (KIP-354, ``compaction_lag_due``);
 2. builds an offset map (key -> latest offset) over the dirty section, decoding records;
 3. rewrites every closed segment below the first uncleanable offset (clean section too, so
    keys overwritten in the dirty section leave it), grouped as Kafka groups them (consecutive
