@@ -17,23 +17,27 @@ a broker that leads the partition pays nothing for it. The forward:
   is ``503 NETWORK_EXCEPTION`` (the outcome is unknown; never sent twice from here). No
   leader to send to is ``503 LEADER_NOT_AVAILABLE``. Both are retriable.
 
-The HTTP client is one pooled ``aiohttp.ClientSession`` per broker (keep-alive connections
-to each leader, dropped after ``KEEPALIVE_S`` idle, well before the leader's own idle limit).
+The HTTP client is the lean keep-alive client of ``forward_client.py`` (connections to
+each leader kept while idle less than ``KEEPALIVE_S``, well inside the leader's own idle
+limit); broker URLs that are not plain ``http://host:port`` go through one pooled
+``aiohttp.ClientSession``. WebSocket upstreams (``ws/upstream.py``) use a session of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 import orjson
 from aiohttp import web
 
 from brokernodes.errors import SluiceError
+from brokernodes.server.http.forward_client import LeanClient, NotSent
 from brokernodes.server.protocol.forwarding import (
     FORWARDED_HEADER,
     REQUEST_HEADERS,
@@ -67,6 +71,16 @@ def forwarder(broker: Broker) -> Forwarder:
     return fwd
 
 
+@functools.lru_cache(maxsize=256)
+def _plain_http(url: str) -> tuple[str, int] | None:
+    """(host, port) of an ``http://host:port`` broker URL, for the lean client; None for
+    anything else (TLS, a path prefix), which goes through aiohttp's client."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or parts.path not in ("", "/") or not parts.hostname:
+        return None
+    return parts.hostname, parts.port or 80
+
+
 def forwardable(request: Any) -> bool:
     """A request that was not forwarded to this broker already (forwarded at most once)."""
     return FORWARDED_HEADER not in request.headers
@@ -77,6 +91,7 @@ class Forwarder:
         self.broker = broker
         self._session: aiohttp.ClientSession | None = None
         self._ws_session: aiohttp.ClientSession | None = None
+        self.lean = LeanClient(idle_s=KEEPALIVE_S, connect_timeout_s=CONNECT_TIMEOUT_S)
 
     def session(self) -> aiohttp.ClientSession:
         s = self._session
@@ -105,6 +120,7 @@ class Forwarder:
         return s
 
     async def close(self) -> None:
+        await self.lean.close()
         for s in (self._session, self._ws_session):
             if s is not None:
                 await s.close()
@@ -157,16 +173,26 @@ class Forwarder:
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=self.read_timeout_s()
         )
-        session = self.session()
         lost_once = False
         for attempt in range(CONNECT_ATTEMPTS):
             broker_id, url = target()
             try:
-                async with session.request(
+                peer = _plain_http(url)
+                if peer is not None:  # the lean client (forward_client.py)
+                    return await self.lean.request(
+                        method,
+                        peer[0],
+                        peer[1],
+                        path_qs,
+                        headers.items(),
+                        body,
+                        read_timeout_s=timeout.sock_read,  # type: ignore[arg-type]
+                    )
+                async with self.session().request(
                     method, url + path_qs, data=body or None, headers=headers, timeout=timeout
                 ) as resp:
-                    return resp.status, resp.headers, await resp.read()
-            except aiohttp.ClientConnectorError:
+                    return resp.status, list(resp.headers.items()), await resp.read()
+            except (aiohttp.ClientConnectorError, NotSent):
                 # nothing reached it: wait for it, or for the metadata to name another
                 if attempt + 1 < CONNECT_ATTEMPTS:
                     await asyncio.sleep(RETRY_STEP_S * (attempt + 1))
@@ -175,7 +201,7 @@ class Forwarder:
                     f"{what} (broker {broker_id}) cannot be reached and no other is known "
                     "yet; nothing was sent: retry shortly"
                 ) from None
-            except (aiohttp.ClientError, TimeoutError, OSError):
+            except (aiohttp.ClientError, TimeoutError, OSError, asyncio.IncompleteReadError):
                 if idempotent and not lost_once:  # a read changes nothing: ask once more
                     lost_once = True
                     continue
@@ -228,7 +254,7 @@ class Forwarder:
             target=target,
             what=what,
         )
-        return web.Response(body=data, status=status, headers=passed_back(resp_headers.items()))
+        return web.Response(body=data, status=status, headers=passed_back(resp_headers))
 
     # --- JSON records parsed here, some for partitions led elsewhere ---------------------
 
