@@ -39,6 +39,7 @@ def kbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
                 "lat-kafka": (1, LAT),
                 "lat-sdk": (1, LAT),
                 "zstd": (1, {"compression.type": "zstd"}),
+                "gzip-json": (1, {"compression.type": "gzip"}),
                 "created": (1, {"message.timestamp.before.max.ms": "60000"}),
                 "__consumer_offsets": (1, {}),
             },
@@ -198,3 +199,14 @@ def test_a_zstd_topic_stores_zstd_whatever_is_sent(kbroker):
             return [r.value for r in got]
 
     assert asyncio.run(asyncio.wait_for(sdk_read(), TIMEOUT_S + 5)) == values
+
+
+def test_json_produce_builds_its_batch_in_the_topics_codec(kbroker):
+    for i in range(2):
+        status, answer = produce_json(
+            kbroker, "gzip-json", {"value": {"type": "STRING", "data": f"json-{i}"}}
+        )
+        assert status == 200, answer
+    data = stored(kbroker, "gzip-json")
+    assert [h.compression for h in iter_batches(data)] == [Compression.GZIP] * 2
+    assert [r.value for b in decode_batches(data) for r in b.records] == [b"json-0", b"json-1"]
