@@ -12,14 +12,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-import aiohttp
 import orjson
 from aiohttp import web
 
 from brokernodes.errors import SluiceError
+from brokernodes.server.http.forward import forwarder
 from brokernodes.server.http.log_offsets import cluster_token, log_offsets
 from brokernodes.server.http.util import auth_header, json_response
 from brokernodes.server.protocol import cursor as cursors
+from brokernodes.server.protocol.forwarding import error_from
 from brokernodes.server.protocol.json_records import render_batches
 from brokernodes.server.protocol.log_offsets import Query
 from brokernodes.server.protocol.params import choice_param, int_param
@@ -70,22 +71,27 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         if info.leader == broker.image.broker_id:
             data = await broker.replicas.fetch(topic, partition, offset, max_bytes=1 << 20)
             return render_batches(data.read_bytes(), offset, fmt, max_records=limit)
-        url = broker.image.broker_url(info.leader)
-        if url is None:
-            raise SluiceError(f"{topic}-{partition} has no leader right now; retry")
+        # read from the leader with the caller's key, over the forwarder's pooled connections
         path = (
-            f"{url}/sluice/v1/topics/{quote(topic, safe='')}/partitions/{partition}/records"
+            f"/sluice/v1/topics/{quote(topic, safe='')}/partitions/{partition}/records"
             f"?offset={offset}&max_records={limit}&format={fmt}"
         )
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s,
-            s.get(path, headers={"Authorization": auth or ""}) as resp,
-        ):
-            doc = orjson.loads(await resp.read())
-            if resp.status != 200:
-                err = SluiceError(doc.get("message", "the partition's leader refused"))
-                err.error_code = doc.get("error_code", "UNKNOWN_SERVER_ERROR")
-                raise err
+        fwd = forwarder(broker)
+        status, _, data = await fwd.exchange(
+            "GET",
+            path,
+            {"Authorization": auth or ""},
+            None,
+            idempotent=True,
+            target=lambda: fwd.leader_target(topic, partition),
+            what=f"the leader of {topic}-{partition}",
+        )
+        try:
+            doc = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            doc = None
+        if status != 200 or not isinstance(doc, dict):
+            raise error_from(doc, status, f"the leader of {topic}-{partition}")
         return doc["records"], int(doc["next_offset"])
 
     async def read_cursor(request: web.Request) -> web.Response:

@@ -134,7 +134,7 @@ class Forwarder:
 
     # --- the exchange --------------------------------------------------------------------
 
-    def _leader_url(self, topic: str, partition: int) -> tuple[int, str]:
+    def leader_target(self, topic: str, partition: int) -> tuple[int, str]:
         image = self.broker.image
         leader = image.partition(topic, partition).leader
         url = image.broker_url(leader) if leader >= 0 else None
@@ -224,7 +224,7 @@ class Forwarder:
         """The request as it came, answered by the partition's leader."""
         return await self.forward_to(
             request,
-            lambda: self._leader_url(topic, partition),
+            lambda: self.leader_target(topic, partition),
             f"the leader of {topic}-{partition}",
             body,
         )
@@ -309,7 +309,7 @@ class Forwarder:
                 headers,
                 orjson.dumps(doc),
                 idempotent=False,
-                target=lambda: self._leader_url(topic, first),  # type: ignore[arg-type]
+                target=lambda: self.leader_target(topic, first),  # type: ignore[arg-type]
                 what=f"the leader of {topic}-{first}",
             )
             try:
