@@ -65,7 +65,7 @@ def test_acks_all_is_replicated_and_followers_hold_the_same_log(broker_factory: 
     assert {epoch for _, epoch, _ in log} == {0}  # the leader epoch is stamped on every batch
     # a follower does not serve clients: it names the leader
     status, body = produce(c.broker(2), "x")
-    assert status == 421 and body["error_code"] == "NOT_LEADER_OR_FOLLOWER", body
+    assert status == 421 and body["sluice_code"] == "NOT_LEADER_OR_FOLLOWER", body
     assert body["leader_id"] == 1
     assert metric(leader, "sluice_under_replicated_partitions") == 0
     assert metric(c.broker(2), "sluice_followed_partitions") == 1
@@ -84,14 +84,14 @@ def test_isr_shrinks_hw_freezes_and_acks_all_refused_then_recovers(
     # the produce that waits when the followers vanish is never acknowledged
     started = time.monotonic()
     status, body = produce(leader, "during")
-    assert status >= 500 and body["error_code"] in (
+    assert status >= 500 and body["sluice_code"] in (
         "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
         "REQUEST_TIMED_OUT",
     ), body
     assert time.monotonic() - started < 10
     wait_for("the ISR to shrink", lambda: metric(leader, "sluice_isr_size") == 1)
     status, body = produce(leader, "refused")
-    assert status == 503 and body["error_code"] == "NOT_ENOUGH_REPLICAS", body
+    assert status == 503 and body["sluice_code"] == "NOT_ENOUGH_REPLICAS", body
     # acks=1 still appends, but the HW is frozen under min ISR: consumers do not see it
     assert produce(leader, "acks1", acks="1")[0] == 200
     values, hw = consume(leader)
