@@ -9,17 +9,17 @@ acks=all). The peer is the same pipe without Spark: the SDK's ``Consumer`` assig
 partition of ``stream-in`` handing each record to the SDK's ``Producer`` (acks=all, idempotent)
 for ``stream-out``, in one Python process.
 
-- ``spark.stream.records_per_s``: ``RECORDS`` records (1,000 keys, 100-byte values) are in
-  ``stream-in`` before the clock starts; a query from the earliest offsets with
-  ``Trigger.AvailableNow`` (a fresh checkpoint each run) is timed from ``start()`` to its end,
-  the peer until its last record is flushed. After every run ``stream-out``'s log end offsets
-  must have grown by exactly the records read. Each side once untimed, then ``RUNS`` runs,
-  alternating; the medians.
+- ``spark.stream.records_per_s``: 1M records (100,000 with --quick; 1,000 keys, 100-byte
+  values) are in ``stream-in`` before the clock starts; a query from the earliest offsets
+  with ``Trigger.AvailableNow`` (a fresh checkpoint each run) is timed from ``start()`` to its
+  end, the peer until its last record is flushed. After every run ``stream-out``'s log end
+  offsets must have grown by exactly the records read. Each side once untimed, then ``RUNS``
+  runs, alternating; the medians.
 - ``spark.stream.latency_s``: the pipe runs (the query with the default trigger: the next
-  micro-batch as soon as the last ends, from the latest offsets); a producer sends
-  ``RATE`` records/s for ``SECONDS`` s after a warm-up, each value carrying its send time, and
-  a consumer of ``stream-out`` in the same process takes receipt - send per record (one
-  clock). The p99 over every measured record, each side in its own pass.
+  micro-batch as soon as the last ends, from the latest offsets); a producer sends ``RATE``
+  records/s for ``SECONDS`` s (half with --quick) after a warm-up, each value carrying its
+  send time, and a consumer of ``stream-out`` in the same process takes receipt - send per
+  record (one clock). The p99 over every measured record, each side in its own pass.
 """
 
 from __future__ import annotations
@@ -148,10 +148,10 @@ def _throughput(spark, broker, client, work: Path, n: int) -> tuple[list[float],
     return runs["spark"], runs["sdk"]
 
 
-def _latencies(broker, wait_ready) -> list[float]:
-    """Send ``RATE`` records/s (warm-up, then measured) and return each measured record's
-    seconds from send to receipt in ``stream-out``; ``wait_ready`` blocks until the pipe
-    forwards."""
+def _latencies(broker, wait_ready, seconds: int) -> list[float]:
+    """Send ``RATE`` records/s (warm-up, then ``seconds`` measured) and return each measured
+    record's seconds from send to receipt in ``stream-out``; ``wait_ready`` blocks until the
+    pipe forwards."""
     from brokernodes.client import Consumer, Producer
 
     out: list[float] = []
@@ -165,11 +165,11 @@ def _latencies(broker, wait_ready) -> list[float]:
         for tp in parts:
             consumer.position(tp)
         wait_ready(producer, consumer)
-        total = RATE * SECONDS
+        total = RATE * seconds
 
         def send() -> None:
             start = time.perf_counter()
-            for i in range(RATE * (WARMUP_S + SECONDS)):
+            for i in range(RATE * (WARMUP_S + seconds)):
                 due = start + i / RATE
                 while (now := time.perf_counter()) < due:
                     time.sleep(min(due - now, 0.001))
@@ -178,7 +178,7 @@ def _latencies(broker, wait_ready) -> list[float]:
 
         sender = threading.Thread(target=send, name="latency-sender", daemon=True)
         sender.start()
-        deadline = time.monotonic() + WARMUP_S + SECONDS + 60
+        deadline = time.monotonic() + WARMUP_S + seconds + 60
         while len(out) < total and time.monotonic() < deadline:
             for r in consumer.poll(0.2):
                 if r.value and r.value[:1] == MEASURED:
@@ -211,7 +211,8 @@ def measure(spark, quick: bool, records: int | None = None) -> list[Metric]:
     from harness.broker import BrokerLauncher
     from spark.datasource.broker import BrokerClient
 
-    n = records or (200_000 if quick else 1_000_000)
+    n = records or (100_000 if quick else 1_000_000)
+    seconds = max(1, SECONDS // 2) if quick else SECONDS
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-stream-"))
     launcher = BrokerLauncher(work / "brokers")
     try:
@@ -222,12 +223,12 @@ def measure(spark, quick: bool, records: int | None = None) -> list[Metric]:
 
         q = _query(spark, broker, work / "latency", "latest")
         try:
-            spark_lat = _latencies(broker, _ready)
+            spark_lat = _latencies(broker, _ready, seconds)
         finally:
             q.stop()
         pipe = _SdkPipe(broker, from_start=False)
         try:
-            sdk_lat = _latencies(broker, _ready)
+            sdk_lat = _latencies(broker, _ready, seconds)
         finally:
             pipe.stop()
         client.close()
@@ -268,7 +269,7 @@ def measure(spark, quick: bool, records: int | None = None) -> list[Metric]:
             unit="s",
             better="lower",
             workload=f"{query}, default trigger (the next micro-batch when the last ends) from "
-            f"the latest offsets: {RATE:,} records/s for {SECONDS} s after {WARMUP_S} s of "
+            f"the latest offsets: {RATE:,} records/s for {seconds} s after {WARMUP_S} s of "
             f"warm-up, send (SDK Producer, linger 0) to receipt (SDK Consumer of {OUT}) in "
             f"one process; p99 over {len(spark_lat):,} records (p50 {p50:.3f} s)",
             peer=f"{pipe_text}idempotent, linger 0) on a thread, the same load: p99 over "

@@ -8,7 +8,7 @@ from bench import spark_stream
 
 
 def test_stream_bench_moves_every_record(spark, monkeypatch):
-    for name, value in (("RUNS", 1), ("RATE", 100), ("SECONDS", 2), ("WARMUP_S", 1)):
+    for name, value in (("RUNS", 1), ("RATE", 100), ("SECONDS", 4), ("WARMUP_S", 1)):
         monkeypatch.setattr(spark_stream, name, value)
     throughput, latency = spark_stream.measure(spark, quick=True, records=3_000)
     assert throughput.name == "spark.stream.records_per_s"
