@@ -30,7 +30,6 @@ import asyncio
 import base64
 import contextlib
 import logging
-import secrets
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -41,6 +40,7 @@ from aiohttp import web
 
 from brokernodes.client import AsyncConsumer, AsyncGroupConsumer
 from brokernodes.errors import InvalidRequestError, SluiceError
+from brokernodes.proxy.instance_routing import InstanceRouter, instance_name
 from brokernodes.server.http.body import read_body
 from brokernodes.server.http.util import auth_header, json_response
 from brokernodes.server.protocol.confluent import JSON, check_content_type, records_media_type
@@ -200,7 +200,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         if inst is None or inst.key_id != principal.key_id:
             raise UnknownConsumerInstanceError(
                 f"consumer instance {key[2]!r} of group {group!r} does not exist on this "
-                "broker (instances live on the broker that created them: use its base_uri)"
+                "broker nor on any other (deleted, or expired after consumer.instance.timeout.ms)"
             )
         inst.last_used = time.monotonic()
         return inst
@@ -212,7 +212,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         doc = await body_json(request, required=False) or {}
         if not isinstance(doc, dict):
             raise InvalidRequestError("body: expected a JSON object")
-        name = doc.get("name") or f"rest-{secrets.token_hex(8)}"
+        name = doc.get("name") or instance_name(broker.image.broker_id)  # names this broker
         if not isinstance(name, str) or not 0 < len(name) <= 200 or "/" in name:
             raise InvalidRequestError("body.name: 1..200 characters, no '/'")
         fmt = doc.get("format", "binary")
@@ -461,17 +461,19 @@ def add_routes(app: web.Application, broker: Broker) -> None:
     app.on_cleanup.append(on_cleanup)
 
     r = app.router
+    # one front door: a call for an instance on another broker goes there (instance_routing)
+    routed = InstanceRouter(broker, UnknownConsumerInstanceError).routed
     base = "/consumers/{group}/instances/{instance}"
     r.add_post("/consumers/{group}", create, name="v2_consumer_create")
-    r.add_delete(base, delete, name="v2_consumer_delete")
-    r.add_post(base + "/subscription", subscribe, name="v2_subscribe")
-    r.add_get(base + "/subscription", get_subscription, name="v2_subscription")
-    r.add_delete(base + "/subscription", unsubscribe, name="v2_unsubscribe")
-    r.add_post(base + "/assignments", assign, name="v2_assign")
-    r.add_get(base + "/assignments", get_assignments, name="v2_assignments")
-    r.add_get(base + "/records", records, name="v2_records")
-    r.add_post(base + "/offsets", commit, name="v2_commit")
-    r.add_get(base + "/offsets", committed, name="v2_committed")
-    r.add_post(base + "/positions", seek, name="v2_seek")
-    r.add_post(base + "/positions/beginning", seek_edge, name="v2_seek_beginning")
-    r.add_post(base + "/positions/end", seek_edge, name="v2_seek_end")
+    r.add_delete(base, routed(delete), name="v2_consumer_delete")
+    r.add_post(base + "/subscription", routed(subscribe), name="v2_subscribe")
+    r.add_get(base + "/subscription", routed(get_subscription), name="v2_subscription")
+    r.add_delete(base + "/subscription", routed(unsubscribe), name="v2_unsubscribe")
+    r.add_post(base + "/assignments", routed(assign), name="v2_assign")
+    r.add_get(base + "/assignments", routed(get_assignments), name="v2_assignments")
+    r.add_get(base + "/records", routed(records), name="v2_records")
+    r.add_post(base + "/offsets", routed(commit), name="v2_commit")
+    r.add_get(base + "/offsets", routed(committed), name="v2_committed")
+    r.add_post(base + "/positions", routed(seek), name="v2_seek")
+    r.add_post(base + "/positions/beginning", routed(seek_edge), name="v2_seek_beginning")
+    r.add_post(base + "/positions/end", routed(seek_edge), name="v2_seek_end")
