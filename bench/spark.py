@@ -30,6 +30,10 @@ target), and ``spark.lag_throughput.cold_records_per_s`` is the first run on the
 (the smallest size: JVM planning, code generation and JIT included) against the baseline's
 first run. Every Spark run's result is compared with the baseline's row by row before anything
 is reported: a mismatch fails the run.
+
+The same session then measures the sink (``bench/spark_sink.py``, ``spark.sink.records_per_s``)
+and a streaming query from the source to the sink (``bench/spark_stream.py``,
+``spark.stream.records_per_s`` and ``spark.stream.latency_s``), each against one broker.
 """
 
 from __future__ import annotations
