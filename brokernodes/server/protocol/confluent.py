@@ -173,7 +173,11 @@ def negotiate(accept: str | None, offered: Sequence[str]) -> str:
     (by its q-values, then ``offered``'s order); 406 if it allows none."""
     if accept is None or accept == "*/*" or accept == offered[0]:
         return offered[0]
-    for _, media_range in _accept_ranges(accept):
+    if ";" not in accept:  # no q-values (what clients send): ranges in order, no sort
+        ranges = [r.strip().lower() for r in accept.split(",")]
+    else:
+        ranges = [r for _, r in _accept_ranges(accept)]
+    for media_range in ranges:
         for kind in offered:
             if _matches(media_range, kind):
                 return kind
