@@ -185,15 +185,22 @@ def test_compacted_topic_refuses_keyless_records(module_broker):
     assert produce_binary(b, "compacted", 0, batch([b"v"], key=b"k"))[0] == 200
 
 
-def test_not_leader_answers_421_with_the_leader(broker_factory):
+def test_a_partition_led_elsewhere_is_forwarded_once(broker_factory):
+    """A call for a partition another broker leads goes on to it (docs/data-plane-api.md,
+    "One front door"); this leader cannot be reached, so nothing is sent and the answer is a
+    retriable 503. A call already forwarded is answered 421 with the leader."""
     other = {"id": 2, "url": "http://127.0.0.1:1"}
     b = broker_factory({"split": (2, {})}, other_brokers=[other], leaders={"split": [1, 2]})
     assert produce_binary(b, "split", 0, batch([b"x"]))[0] == 200
     status, err = produce_binary(b, "split", 1, batch([b"x"]))
+    assert status == 503 and err["error_code"] == "LEADER_NOT_AVAILABLE", err
+    status, _, _ = fetch_binary(b, "split", 1, 0)
+    assert status == 503
+    status, err = b.json(
+        "GET", "/sluice/v1/topics/split/partitions/1/offsets", headers={"Sluice-Forwarded": "3"}
+    )
     assert status == 421 and err["error_code"] == "NOT_LEADER_OR_FOLLOWER"
     assert err["leader_id"] == 2 and err["leader_url"] == "http://127.0.0.1:1"
-    status, _, _ = fetch_binary(b, "split", 1, 0)
-    assert status == 421
     # keyless JSON records go only to partitions this broker leads
     for _ in range(5):
         status, ans = produce_json(b, "split", {"value": {"data": 1}})

@@ -63,8 +63,14 @@ def test_acks_all_is_replicated_and_followers_hold_the_same_log(broker_factory: 
 
     log = wait_for("followers to hold the leader's log", same)
     assert {epoch for _, epoch, _ in log} == {0}  # the leader epoch is stamped on every batch
-    # a follower does not serve clients: it names the leader
-    status, body = produce(c.broker(2), "x")
+    # a follower does not serve clients itself: it forwards to the leader ("One front
+    # door"), and a call already forwarded is answered with the leader's name
+    status, body = c.broker(2).json(
+        "POST",
+        RECORDS + "?acks=all",
+        {"partition_id": 0, "value": {"type": "STRING", "data": "x"}},
+        headers={"Sluice-Forwarded": "3"},
+    )
     assert status == 421 and body["sluice_code"] == "NOT_LEADER_OR_FOLLOWER", body
     assert body["leader_id"] == 1
     assert metric(leader, "sluice_under_replicated_partitions") == 0
