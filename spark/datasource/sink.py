@@ -61,6 +61,7 @@ from spark.datasource.sink_identity import (
 logger = logging.getLogger("sluice.spark.sink")
 
 DEFAULT_BATCH_SIZE = 256 * 1024
+KEY_CACHE_SIZE = 65536
 RESUME_WAIT_S = 30.0  # at most this long for an earlier attempt's last batch to be replicated
 QUERY_ID = "sql.streaming.queryId"  # Spark's local properties of a micro-batch's tasks
 BATCH_ID = "streaming.sql.batchId"
@@ -207,6 +208,7 @@ def write_task(options: SinkOptions, write_id: str, batch_id: int, batches) -> S
     progress: dict[tuple[str, int], PartitionProgress] = {}
     partitions: dict[str, int] = {}
     keyless = KeylessPartitioner(producer_id, options.batch_size)
+    key_cache: dict[tuple[str, bytes | str], int] = {}  # murmur2 is ~1.5 us a key
     open_batches: list = []  # each producer batch once, to check for failures
     written = skipped = 0
     try:
@@ -237,9 +239,12 @@ def write_task(options: SinkOptions, write_id: str, batch_id: int, batches) -> S
                 p = explicit[i] if explicit is not None else None
                 if p is None:
                     if key is not None:
-                        if type(key) is str:
-                            key = key.encode()
-                        p = key_partition(key, count)
+                        p = key_cache.get((topic, key))
+                        if p is None:
+                            if len(key_cache) >= KEY_CACHE_SIZE:
+                                key_cache.clear()
+                            b = key.encode() if type(key) is str else key
+                            p = key_cache[(topic, key)] = key_partition(b, count)
                     else:
                         size = 16 + (len(value) if value is not None else 0)
                         p = keyless.partition(topic, count, size)
