@@ -62,6 +62,7 @@ PATH_VALUES = {
     "instance": "i1",
     "cursor": "c1",
     "tenant": "t1",
+    "producer_id": "1",
     "tail": "topics",  # the control-plane pass-through's v3 paths
 }
 
