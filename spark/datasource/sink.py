@@ -43,6 +43,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from brokernodes.client.producer import parse_compression
 from brokernodes.errors import SluiceError
 from brokernodes.records.batch import decode_batch
 from brokernodes.records.header import read_header
@@ -120,8 +121,13 @@ class SinkOptions:
         try:
             batch_size = int(o.get("batchsize", DEFAULT_BATCH_SIZE))
             linger_ms = float(o.get("lingerms", 5))
+            parse_compression(o.get("compression", "none"))
+            if batch_size <= 0 or linger_ms < 0:
+                raise ValueError("batchSize must be positive and lingerMs not negative")
         except ValueError as e:
-            raise SinkError(f"batchSize and lingerMs must be numbers: {e}", "INVALID_CONFIG") from e
+            raise SinkError(
+                f"option batchSize, lingerMs or compression: {e}", "INVALID_CONFIG"
+            ) from e
         return cls(
             urls, o["apikey"], topic, acks, o.get("compression", "none"), batch_size, linger_ms
         )
