@@ -1,6 +1,7 @@
-"""``SPARK_MASTER=spark://...`` sends the same job to a standalone cluster: a master and a
-worker started with pyspark's ``spark-class`` on loopback run the lag job over a real broker,
-and its answer matches the workload's ground truth."""
+"""``SPARK_MASTER=spark://...`` sends the same jobs to a standalone cluster: a master and a
+worker started with pyspark's ``spark-class`` on loopback (once for the module) run the lag
+job over a real broker, whose answer matches the workload's ground truth, and a streaming
+query with the ``sluice`` source, whose file sink holds every record of the log once."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
@@ -59,36 +62,17 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(5)
 
 
-def test_lag_job_on_a_standalone_cluster(broker_factory, tmp_path):
-    broker = broker_factory({"orders": (1, {}), "__consumer_offsets": (1, {})})
+@dataclass(frozen=True)
+class Cluster:
+    master: str
+    work_dir: Path
+    env: dict
 
-    def produce(topic, records):
-        status, _, body = broker.request(
-            "POST",
-            f"/sluice/v1/topics/{topic}/partitions/0/batches",
-            encode_batch(records),
-            headers={"Content-Type": BATCH},
-        )
-        assert status == 200, body
 
-    stamps = list(range(T0, NOW, 500))  # 2 records a second for 5 minutes
-    produce("orders", [Record(t, None, b"v") for t in stamps])
-    commits = []
-    for t in range(T0 + 10_000, NOW + 1, 10_000):
-        end = sum(1 for s in stamps if s <= t)
-        commits.append(("healthy", t, end))
-        if t <= T0 + 2 * MINUTE:
-            commits.append(("stopped", t, end))
-    produce(
-        "__consumer_offsets",
-        [
-            Record(
-                t, *encode_offset_commit(OffsetKey(g, "orders", 0), OffsetAndMetadata(o, 0, "", t))
-            )
-            for g, t, o in commits
-        ],
-    )
-
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[Cluster]:
+    """A master and a worker (2 cores, 1 GiB) on loopback for the module's tests."""
+    tmp_path = tmp_path_factory.mktemp("standalone")
     env = {
         **os.environ,
         "SPARK_LOCAL_IP": "127.0.0.1",
@@ -141,33 +125,66 @@ def test_lag_job_on_a_standalone_cluster(broker_factory, tmp_path):
             )
         )
         _wait_log(procs[1], tmp_path / "worker.log", "Successfully registered with master")
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "spark.jobs",
-                "lag",
-                "--bootstrap",
-                broker.url,
-                "--api-key",
-                broker.api_key,
-                "--topic",
-                "orders",
-                "--now-ms",
-                str(NOW),
-            ],
-            cwd=ROOT,
-            env={**env, "SPARK_MASTER": master},
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
-        assert done.returncode == 0, done.stderr[-4000:]
-        out = json.loads(done.stdout.strip().splitlines()[-1])
+        yield Cluster(master, tmp_path / "work", env)
     finally:
         for p in reversed(procs):
             _stop(p)
-    assert out["master"] == master
+
+
+def test_lag_job_on_a_standalone_cluster(broker_factory, cluster):
+    broker = broker_factory({"orders": (1, {}), "__consumer_offsets": (1, {})})
+
+    def produce(topic, records):
+        status, _, body = broker.request(
+            "POST",
+            f"/sluice/v1/topics/{topic}/partitions/0/batches",
+            encode_batch(records),
+            headers={"Content-Type": BATCH},
+        )
+        assert status == 200, body
+
+    stamps = list(range(T0, NOW, 500))  # 2 records a second for 5 minutes
+    produce("orders", [Record(t, None, b"v") for t in stamps])
+    commits = []
+    for t in range(T0 + 10_000, NOW + 1, 10_000):
+        end = sum(1 for s in stamps if s <= t)
+        commits.append(("healthy", t, end))
+        if t <= T0 + 2 * MINUTE:
+            commits.append(("stopped", t, end))
+    produce(
+        "__consumer_offsets",
+        [
+            Record(
+                t, *encode_offset_commit(OffsetKey(g, "orders", 0), OffsetAndMetadata(o, 0, "", t))
+            )
+            for g, t, o in commits
+        ],
+    )
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spark.jobs",
+            "lag",
+            "--bootstrap",
+            broker.url,
+            "--api-key",
+            broker.api_key,
+            "--topic",
+            "orders",
+            "--now-ms",
+            str(NOW),
+        ],
+        cwd=ROOT,
+        env={**cluster.env, "SPARK_MASTER": cluster.master},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["master"] == cluster.master
     status = {r["group"]: r for r in out["status"]}
     assert status["healthy"]["status"] == "OK" and status["healthy"]["offset_lag"] == 0
     assert status["stopped"]["status"] == "STOP"
@@ -175,4 +192,49 @@ def test_lag_job_on_a_standalone_cluster(broker_factory, tmp_path):
         1 for s in stamps if s <= T0 + 2 * MINUTE
     )
     # the executors on the worker ran the DataSource reads (an app ran on the worker)
-    assert list((tmp_path / "work").glob("app-*")), "no application ran on the worker"
+    assert list(cluster.work_dir.glob("app-*")), "no application ran on the worker"
+
+
+def test_streaming_source_on_a_standalone_cluster(broker_factory, cluster, tmp_path):
+    """3,000 records in 3 partitions read by a streaming query on the cluster's executors,
+    1,000 offsets per micro-batch, into a Parquet file sink: each record once."""
+    broker = broker_factory({"clicks": (3, {})})
+    sizes = {0: 1500, 1: 1000, 2: 500}
+    for p, n in sizes.items():
+        for lo in range(0, n, 250):
+            status, _, body = broker.request(
+                "POST",
+                f"/sluice/v1/topics/clicks/partitions/{p}/batches",
+                encode_batch(
+                    [Record(T0 + i, None, b"c%d-%d" % (p, i)) for i in range(lo, lo + 250)]
+                ),
+                headers={"Content-Type": BATCH},
+            )
+            assert status == 200, body
+    apps_before = set(cluster.work_dir.glob("app-*"))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.spark.stream_job",
+            broker.url,
+            broker.api_key,
+            "clicks",
+            str(tmp_path / "stream"),
+            "1000",
+        ],
+        cwd=ROOT,
+        env={**cluster.env, "SPARK_MASTER": cluster.master},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["master"] == cluster.master
+    batches = out["batches"]  # maxOffsetsPerTrigger, spread by backlog (shares round down)
+    assert len(batches) >= 3 and max(batches) <= 1000 and sum(batches) == 3000, batches
+    assert [tuple(r) for r in out["rows"]] == sorted(
+        (p, i, f"c{p}-{i}") for p, n in sizes.items() for i in range(n)
+    )
+    assert set(cluster.work_dir.glob("app-*")) - apps_before, "no application ran on the worker"
