@@ -35,6 +35,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import aiohttp
 import orjson
 from aiohttp import web
+from prometheus_client import Counter
 
 from brokernodes.errors import SluiceError
 from brokernodes.server.http.forward_client import LeanClient, NotSent
@@ -92,6 +93,18 @@ class Forwarder:
         self._session: aiohttp.ClientSession | None = None
         self._ws_session: aiohttp.ClientSession | None = None
         self.lean = LeanClient(idle_s=KEEPALIVE_S, connect_timeout_s=CONNECT_TIMEOUT_S)
+        # sluice_forwarded_requests_total{outcome}: answered (by the other broker, whatever
+        # its status), leader_not_available (nothing sent), outcome_unknown (answer lost)
+        forwarded = Counter(
+            "sluice_forwarded_requests",
+            "Calls forwarded to another broker (the partition's leader, or the broker holding "
+            "a consumer instance), by outcome",
+            ["outcome"],
+            registry=broker.metrics.registry,
+        )
+        self.answered = forwarded.labels("answered")
+        self.not_sent = forwarded.labels("leader_not_available")
+        self.unknown = forwarded.labels("outcome_unknown")
 
     def session(self) -> aiohttp.ClientSession:
         s = self._session
@@ -179,7 +192,7 @@ class Forwarder:
             try:
                 peer = _plain_http(url)
                 if peer is not None:  # the lean client (forward_client.py)
-                    return await self.lean.request(
+                    answer = await self.lean.request(
                         method,
                         peer[0],
                         peer[1],
@@ -188,15 +201,19 @@ class Forwarder:
                         body,
                         read_timeout_s=timeout.sock_read,  # type: ignore[arg-type]
                     )
-                async with self.session().request(
-                    method, url + path_qs, data=body or None, headers=headers, timeout=timeout
-                ) as resp:
-                    return resp.status, list(resp.headers.items()), await resp.read()
+                else:
+                    async with self.session().request(
+                        method, url + path_qs, data=body or None, headers=headers, timeout=timeout
+                    ) as resp:
+                        answer = resp.status, list(resp.headers.items()), await resp.read()
+                self.answered.inc()
+                return answer
             except (aiohttp.ClientConnectorError, NotSent):
                 # nothing reached it: wait for it, or for the metadata to name another
                 if attempt + 1 < CONNECT_ATTEMPTS:
                     await asyncio.sleep(RETRY_STEP_S * (attempt + 1))
                     continue
+                self.not_sent.inc()
                 raise LeaderNotAvailableError(
                     f"{what} (broker {broker_id}) cannot be reached and no other is known "
                     "yet; nothing was sent: retry shortly"
@@ -205,6 +222,7 @@ class Forwarder:
                 if idempotent and not lost_once:  # a read changes nothing: ask once more
                     lost_once = True
                     continue
+                self.unknown.inc()
                 raise ForwardOutcomeUnknownError(
                     f"{what} (broker {broker_id}) failed or went away after the request was "
                     "sent to it; it may or may not have been applied: retry (an idempotent "

@@ -31,6 +31,15 @@ def json_values(broker, topic: str, partition: int) -> list[tuple[int, str | Non
     raise AssertionError("the fetch did not reach the high watermark")
 
 
+def metrics(broker) -> bytes:
+    """The broker's /metrics (the operators' credential: the cluster secret)."""
+    status, _, text = broker.request(
+        "GET", "/metrics", headers={"Authorization": f"Cluster {CLUSTER_SECRET}"}, auth=False
+    )
+    assert status == 200, text
+    return text
+
+
 def stored_values(broker, topic: str, partition: int, offsets: list[int]) -> dict:
     """offset -> value, once the high watermark (acks=1: replication) passed ``offsets``."""
     deadline = time.monotonic() + 10
@@ -55,7 +64,15 @@ def test_keyed_json_produce_of_255_keys_through_one_broker(cluster: StaticCluste
         assert doc["partition_id"] == partition_for_key(key.encode(), 12), doc
         landed.setdefault(doc["partition_id"], []).append((doc["offset"], f"v{i}"))
     # most of them were forwarded: broker 1 leads 4 of the 12 partitions
-    assert sum(len(v) for p, v in landed.items() if p % 3 != 0) > 100
+    moved = sum(len(v) for p, v in landed.items() if p % 3 != 0)
+    assert moved > 100
+    text = metrics(front)
+    answered = [
+        float(line.split()[-1])
+        for line in text.decode().splitlines()
+        if line.startswith('sluice_forwarded_requests_total{outcome="answered"}')
+    ]
+    assert answered and answered[0] >= moved
     for p, produced in landed.items():
         stored = stored_values(front, "keyed", p, [o for o, _ in produced])
         assert [stored[o] for o, _ in produced] == [v for _, v in produced]
@@ -132,14 +149,18 @@ def test_a_forwarded_request_is_not_forwarded_again(cluster: StaticCluster):
 def test_unauthenticated_calls_are_not_forwarded(cluster: StaticCluster):
     front, leader = cluster.broker(1), cluster.broker(2)
 
-    def leader_produces() -> float:
-        _, _, text = leader.request("GET", "/metrics", auth=False)
-        for line in text.decode().splitlines():
-            if line.startswith('sluice_request_seconds_count{endpoint="produce_binary"}'):
-                return float(line.split()[-1])
-        return 0.0
+    def counts() -> tuple[float, float]:
+        """(produce requests the leader served, calls broker 1 forwarded)."""
+        served = forwarded = 0.0
+        for line in metrics(leader).decode().splitlines():
+            if line.startswith("sluice_request_seconds_count") and "produce" in line:
+                served += float(line.split()[-1])
+        for line in metrics(front).decode().splitlines():
+            if line.startswith("sluice_forwarded_requests_total"):
+                forwarded += float(line.split()[-1])
+        return served, forwarded
 
-    before = leader_produces()
+    before = counts()
     status, _, data = front.request(
         "POST",
         "/sluice/v1/topics/far/partitions/0/batches",
@@ -156,7 +177,7 @@ def test_unauthenticated_calls_are_not_forwarded(cluster: StaticCluster):
         auth=False,
     )
     assert status == 401, data
-    assert leader_produces() == before
+    assert counts() == before
 
 
 def test_stale_metadata_on_both_sides_answers_421_without_a_loop(launcher):
