@@ -83,3 +83,12 @@ def test_the_last_batch_read_back_must_match_the_skipped_rows():
     _skip_all(short, rows[:2])
     with pytest.raises(SinkError, match="appended 5 records here, this one has only 2"):
         short.finish("t-0")
+
+
+def test_the_brokers_never_allocate_the_sinks_range(tmp_path):
+    from brokernodes.server.producer_ids import COUNTER_BITS, ProducerIdManager
+
+    top = ProducerIdManager(tmp_path, (CLIENT_CHOSEN_MIN >> COUNTER_BITS) - 1)
+    assert top.next_id() < CLIENT_CHOSEN_MIN
+    with pytest.raises(ValueError, match="does not fit a producer id"):
+        ProducerIdManager(tmp_path, CLIENT_CHOSEN_MIN >> COUNTER_BITS)
