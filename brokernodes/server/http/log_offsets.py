@@ -16,12 +16,12 @@ import hmac
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-import aiohttp
 import orjson
 
 from brokernodes.errors import SluiceError, UnauthenticatedError, UnknownTopicOrPartitionError
 from brokernodes.records.batch import decode_batch
 from brokernodes.records.header import HEADER_SIZE, read_header
+from brokernodes.server.http.forward import forwarder
 from brokernodes.server.protocol.log_offsets import LogOffsets, Query
 
 if TYPE_CHECKING:
@@ -129,19 +129,24 @@ async def log_offsets(
                 for q, key in items
             ]
         }
+        # over the forwarder's pooled keep-alive connections (a lag refresh asks every 2 s)
+        fwd = forwarder(broker)
+        headers = {**internal_headers(broker, caller_auth), "Content-Type": "application/json"}
         try:
-            timeout = aiohttp.ClientTimeout(total=REMOTE_TIMEOUT_S)
-            headers = {**internal_headers(broker, caller_auth), "Content-Type": "application/json"}
-            async with (
-                aiohttp.ClientSession(timeout=timeout) as session,
-                session.post(
-                    url + "/internal/v1/log-offsets", data=orjson.dumps(body), headers=headers
-                ) as resp,
-            ):
-                if resp.status != 200:
-                    return
-                doc = orjson.loads(await resp.read())
-        except (aiohttp.ClientError, OSError, TimeoutError, ValueError):
+            async with asyncio.timeout(REMOTE_TIMEOUT_S):
+                status, _, data = await fwd.exchange(
+                    "POST",
+                    "/internal/v1/log-offsets",
+                    headers,
+                    orjson.dumps(body),
+                    idempotent=True,  # a read
+                    target=lambda: fwd.broker_target(leader),
+                    what=f"broker {leader}",
+                )
+            if status != 200:
+                return
+            doc = orjson.loads(data)
+        except (SluiceError, OSError, TimeoutError, ValueError):
             return
         for (q, _), row in zip(items, doc.get("partitions", []), strict=False):
             if row.get("error_code"):
