@@ -36,6 +36,7 @@ from brokernodes.server.protocol.confluent import (
     JSON,
     check_content_type,
     confluent_error_body,
+    is_confluent_path,
     negotiate,
 )
 from brokernodes.server.protocol.json_records import (
@@ -123,16 +124,19 @@ def add_routes(app: web.Application, broker: Broker) -> None:
     async def expect_handler(request: web.Request) -> web.Response | None:
         """``Expect: 100-continue``: refuse an oversize body before the client sends it."""
         length = request.content_length
+        confluent = is_confluent_path(request.path)
         if length is not None and length > config.max_request_bytes:
             return error_response(
                 RequestTooLargeError(
                     f"request body of {length} bytes is over this broker's limit of "
                     f"{config.max_request_bytes} bytes; send smaller requests"
-                )
+                ),
+                confluent=confluent,
             )
         if request.headers.get("Expect", "").lower() != "100-continue":
             return error_response(
-                InvalidRequestError("the only Expect value understood is 100-continue")
+                InvalidRequestError("the only Expect value understood is 100-continue"),
+                confluent=confluent,
             )
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         request.writer.output_size = 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import socket
 
 from tests.integration.broker.util import fetch_all_values
 from tests.integration.rest_proxy.conftest import JSON, ChunkedStream, call
@@ -235,3 +236,21 @@ def test_accept_and_content_type_variants_that_are_accepted(rest):
             accept=accept,
         )
         assert ans.status == 200, (content_type, accept, ans)
+
+
+def test_expect_continue_refusal_carries_the_confluent_code(rest):
+    b = rest
+    with socket.create_connection(("127.0.0.1", b.port), timeout=5) as s:
+        s.sendall(
+            (
+                f"POST {records(b)} HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: {b.headers['Authorization']}\r\n"
+                "Content-Type: application/json\r\nContent-Length: 999999999\r\n"
+                "Expect: 100-continue\r\n\r\n"
+            ).encode()
+        )
+        resp = s.recv(65536)
+    head, _, body = resp.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), resp
+    err = json.loads(body)
+    assert (err["error_code"], err["sluice_code"]) == (413, "REQUEST_TOO_LARGE")
