@@ -35,11 +35,20 @@ _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
 class LeanClient:
-    def __init__(self, *, idle_s: float, connect_timeout_s: float, max_idle: int = 64) -> None:
+    def __init__(
+        self,
+        *,
+        idle_s: float,
+        connect_timeout_s: float,
+        max_idle: int = 64,
+        max_per_peer: int = 256,
+    ) -> None:
         self.idle_s = idle_s
         self.connect_timeout_s = connect_timeout_s
         self.max_idle = max_idle  # per peer
+        self.max_per_peer = max_per_peer  # requests in flight (so connections) per peer
         self._idle: dict[tuple[str, int], list[tuple[_Conn, float]]] = {}
+        self._slots: dict[tuple[str, int], asyncio.Semaphore] = {}
 
     async def _connection(self, host: str, port: int) -> _Conn:
         idle = self._idle.get((host, port))
@@ -74,7 +83,24 @@ class LeanClient:
         *,
         read_timeout_s: float,
     ) -> tuple[int, list[tuple[str, str]], bytes]:
-        """(status, headers, body) of one exchange with ``host:port``."""
+        """(status, headers, body) of one exchange with ``host:port`` (waits while
+        ``max_per_peer`` exchanges with it are in flight)."""
+        slots = self._slots.get((host, port))
+        if slots is None:
+            slots = self._slots[(host, port)] = asyncio.Semaphore(self.max_per_peer)
+        async with slots:
+            return await self._exchange(method, host, port, target, headers, body, read_timeout_s)
+
+    async def _exchange(
+        self,
+        method: str,
+        host: str,
+        port: int,
+        target: str,
+        headers: Iterable[tuple[str, str]],
+        body: bytes | bytearray | None,
+        read_timeout_s: float,
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         conn = await self._connection(host, port)
         reader, writer = conn
         lines = [f"{method} {target} HTTP/1.1", f"Host: {host}:{port}"]
