@@ -18,8 +18,10 @@ whatever the size:
 
 From then on the rows are a partition's slots (minutes plus commits) and its commits: the
 minutes and the log end at each commit are summed from the slots, the samples are merged per
-group as ``lag_samples`` defines them, and each sample is evaluated with the same Burrow rules
-(``spark.transforms.burrow``) over its window, then hours, peaks and skew. The result has the
+group as ``lag_samples`` defines them, and each sample is evaluated over its window with the
+Burrow rules in one pass per history (``bench.burrow_window``: prefix counts, equal to
+``spark.transforms.burrow.evaluate``, which still gives the status at ``now``), then hours,
+peaks and skew. The result has the
 shape of ``bench.spark.spark_jobs``'s, so the two compare row by row.
 """
 
@@ -36,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bench.burrow_window import evaluate_windows
 from spark.transforms.burrow import Sample, evaluate
 
 MINUTE, HOUR = 60_000, 3_600_000
@@ -253,17 +256,19 @@ def _samples(tp: tuple, group: str, events: list, rec_ms: dict) -> list[tuple]:
 
 def _evaluated(samples: list[tuple], settings: Settings) -> list[tuple]:
     """Each sample with its evaluation over itself and the samples before it, at its time."""
-    window = [Sample(s[1], s[2], s[3], s[6]) for s in samples]
-    out = []
-    for i, s in enumerate(samples):
-        e = evaluate(
-            window[max(0, i - settings.window + 1) : i + 1],
-            now_ms=s[1],
-            last_commit_ms=s[7],
-            min_stop_ms=settings.min_stop_ms,
-        )
-        out.append((*s, e.status, e.consume_rate, e.produce_rate, e.catch_up_s))
-    return out
+    if not samples:
+        return []
+    columns = list(zip(*samples, strict=True))
+    evaluations = evaluate_windows(
+        columns[1],
+        columns[2],
+        columns[3],
+        columns[6],
+        columns[7],
+        window=settings.window,
+        min_stop_ms=settings.min_stop_ms,
+    )
+    return [(*s, *e) for s, e in zip(samples, evaluations, strict=True)]
 
 
 def _status(samples: list[tuple], log_start: int | None, settings: Settings) -> tuple:

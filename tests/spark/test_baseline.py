@@ -1,9 +1,11 @@
 """The Spark benchmark's single-machine baseline (bench/spark_baseline.py) gives exactly the
 lag and throughput results the Spark jobs give on the same Parquet input, including records
-with null keys and values, headers, and tombstoned commits."""
+with null keys and values, headers, and tombstoned commits; its one-pass window evaluation
+(bench/burrow_window.py) equals ``burrow.evaluate`` on generated histories."""
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
 import pyarrow as pa
@@ -12,7 +14,9 @@ import pytest
 
 from bench import spark as bench
 from bench import spark_baseline
+from bench.burrow_window import evaluate_windows
 from bench.spark_baseline import baseline_jobs
+from spark.transforms.burrow import Sample, evaluate
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
@@ -77,3 +81,38 @@ def test_baseline_equals_spark_with_nulls_headers_and_tombstones(spark, data, mo
     monkeypatch.setattr(spark_baseline, "BATCH_ROWS", 97)  # slots split across many batches
     out = _compare(spark, data)
     assert sum(size for _, size in out["minute"].values()) == payload
+
+
+def _history(rng: random.Random) -> list[tuple]:
+    """(ts, committed, log_end, is_commit, last_commit) samples from a partition's first
+    commit: commits that advance, stall, rewind or stop, log-end moves between them, ties in
+    time."""
+    out, t, end, committed, last_commit = [], 0, rng.randrange(0, 5), None, None
+    for _ in range(rng.randrange(1, 60)):
+        t += rng.choice((0, 1, 1000, 7000, 30_000, 90_000, 200_000))
+        is_commit = committed is None or rng.random() < 0.5
+        if is_commit:
+            base = committed if committed is not None else 0
+            committed = max(0, min(end, base + rng.choice((-3, 0, 0, 2, 10, 100))))
+            last_commit = t
+        else:
+            end += rng.choice((0, 0, 1, 5, 20))
+        out.append((t, committed, end, is_commit, last_commit))
+    return out
+
+
+@pytest.mark.parametrize("window", [1, 2, 5, 10])
+def test_window_pass_equals_burrow_evaluate(window):
+    rng = random.Random(window)
+    for _ in range(300):
+        h = _history(rng)
+        got = evaluate_windows(*zip(*h, strict=True), window=window, min_stop_ms=60_000)
+        samples = [Sample(t, c, e, k) for t, c, e, k, _ in h]
+        for i, (t, _, _, _, last_commit) in enumerate(h):
+            e = evaluate(
+                samples[max(0, i - window + 1) : i + 1],
+                now_ms=t,
+                last_commit_ms=last_commit,
+                min_stop_ms=60_000,
+            )
+            assert got[i] == (e.status, e.consume_rate, e.produce_rate, e.catch_up_s), (h, i)
