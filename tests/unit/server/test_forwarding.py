@@ -143,3 +143,12 @@ def test_binary_frame_rebuilt_as_sent():
     )
     request = parse_binary_produce(frame)
     assert binary_produce_frame(request) == frame
+
+
+def test_made_up_instance_names_carry_their_broker():
+    from brokernodes.proxy.instance_routing import instance_name, owner_of
+
+    name = instance_name(12)
+    assert name.startswith("rest-b12-") and owner_of(name) == 12
+    assert owner_of("mine") is None and owner_of("rest-0123456789abcdef") is None
+    assert owner_of("rest-bx-00") is None
