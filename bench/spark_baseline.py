@@ -103,40 +103,10 @@ def _commits(table: pa.Table) -> dict:
 
 def _partition(path: Path, commits: dict, settings: Settings) -> tuple[dict, list, dict]:
     """One partition's minutes, lag history and status at ``now``."""
-    f = pq.ParquetFile(path, read_dictionary=["tenant", "topic"])
-    columns = ["tenant", "topic", "partition", "offset", "timestamp", "key", "value"]
-    if "headers" in f.schema_arrow.names:
-        columns.append("headers")
-    batches = f.iter_batches(batch_size=BATCH_ROWS, columns=columns)
-    first = next(batches, None)
-    if first is None:
+    scanned = _scan(path, commits)
+    if scanned is None:
         return {}, [], {}
-    tp = tuple(first.column(n)[0].as_py() for n in ("tenant", "topic", "partition"))
-    groups = commits.get(tp, {})
-    commit_ts = sorted({ts for cs in groups.values() for ts, _ in cs})
-    wanted = pa.array({off for cs in groups.values() for _, off in cs}, pa.int64())
-    parts, at = [], []
-    for batch in itertools.chain([first], batches):
-        parts.append(_batch_slots(batch, commit_ts))
-        offsets = batch.column("offset")
-        hit = pc.is_in(offsets, value_set=wanted)
-        at.append((offsets.filter(hit), batch.column("timestamp").filter(hit).cast(pa.int64())))
-    slots = (
-        pa.concat_tables(parts)
-        .group_by("slot", use_threads=False)
-        .aggregate(
-            [
-                ("records", "sum"),
-                ("bytes", "sum"),
-                ("last", "max"),
-                ("top", "max"),
-                ("bottom", "min"),
-            ]
-        )
-    )
-    rec_ms = {
-        o: ts for offs, ms in at for o, ts in zip(offs.to_pylist(), ms.to_pylist(), strict=True)
-    }
+    tp, groups, commit_ts, slots, rec_ms = scanned
     log_start = pc.min(slots.column("bottom_min")).as_py()
 
     buckets: dict[int, list[int]] = {}  # minute -> [records, bytes, last ts, log end]
@@ -179,6 +149,47 @@ def _partition(path: Path, commits: dict, settings: Settings) -> tuple[dict, lis
         history.extend(_evaluated(samples, settings))
         status[(tp[0], group, tp[1], tp[2])] = _status(samples, log_start, settings)
     return minute, history, status
+
+
+def _scan(path: Path, commits: dict) -> tuple | None:
+    """The one pass over a partition file: its (tenant, topic, partition), its groups'
+    commits, their distinct times, the per-slot sums and the timestamps of the records at
+    committed offsets; None for an empty file."""
+    f = pq.ParquetFile(path, read_dictionary=["tenant", "topic"])
+    columns = ["tenant", "topic", "partition", "offset", "timestamp", "key", "value"]
+    if "headers" in f.schema_arrow.names:
+        columns.append("headers")
+    batches = f.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+    first = next(batches, None)
+    if first is None:
+        return None
+    tp = tuple(first.column(n)[0].as_py() for n in ("tenant", "topic", "partition"))
+    groups = commits.get(tp, {})
+    commit_ts = sorted({ts for cs in groups.values() for ts, _ in cs})
+    wanted = pa.array({off for cs in groups.values() for _, off in cs}, pa.int64())
+    parts, at = [], []
+    for batch in itertools.chain([first], batches):
+        parts.append(_batch_slots(batch, commit_ts))
+        offsets = batch.column("offset")
+        hit = pc.is_in(offsets, value_set=wanted)
+        at.append((offsets.filter(hit), batch.column("timestamp").filter(hit).cast(pa.int64())))
+    slots = (
+        pa.concat_tables(parts)
+        .group_by("slot", use_threads=False)
+        .aggregate(
+            [
+                ("records", "sum"),
+                ("bytes", "sum"),
+                ("last", "max"),
+                ("top", "max"),
+                ("bottom", "min"),
+            ]
+        )
+    )
+    rec_ms = {
+        o: ts for offs, ms in at for o, ts in zip(offs.to_pylist(), ms.to_pylist(), strict=True)
+    }
+    return tp, groups, commit_ts, slots, rec_ms
 
 
 def _batch_slots(batch: pa.RecordBatch, commit_ts: list[int]) -> pa.Table:
