@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spark.datasource.broker import BrokerClient, BrokerReadError, PartitionMeta, read_range
 from spark.datasource.validity import UnreadableBatch
@@ -52,15 +53,17 @@ def records(
     """``read_range`` of ``[start, end)`` with data loss reported (failed or logged)."""
     offset = start
     while offset < end:
+        last = None
         try:
-            for item in read_range(
+            for last in read_range(
                 client, meta, offset, end, fail_on_data_loss=True, refresh_leader=refresh_leader
             ):
-                r = item[0]
-                offset = (r.last_offset if isinstance(r, UnreadableBatch) else r.offset) + 1
-                yield item
+                yield last
             return
         except BrokerReadError as e:
+            if last is not None:  # where to go on from: after what was read
+                r = last[0]
+                offset = (r.last_offset if isinstance(r, UnreadableBatch) else r.offset) + 1
             log_start = (
                 e.body.get("log_start_offset") if e.error_code == "OFFSET_OUT_OF_RANGE" else None
             )
@@ -77,8 +80,10 @@ def records(
 
 
 class ArrowRows:
-    """The raw schema's columns for one partition, appended per record and cut into Arrow
-    record batches of ``ROWS_PER_ARROW_BATCH`` rows."""
+    """Cuts one partition's records into Arrow record batches of the raw schema, at most
+    ``ROWS_PER_ARROW_BATCH`` rows each. The loop over records only appends to lists (it is
+    most of the executor's Python time next to decoding); timestamps are scaled to
+    microseconds and the constant columns filled by Arrow."""
 
     def __init__(
         self,
@@ -94,72 +99,62 @@ class ArrowRows:
         self.topic, self.partition, self.tenant = topic, partition, tenant
         self.include_headers = include_headers
         self.include_unreadable = include_unreadable
-        self._clear()
 
-    def _clear(self) -> None:
-        self.keys: list = []
-        self.values: list = []
-        self.offsets: list[int] = []
-        self.stamps: list = []
-        self.types: list = []
-        self.headers: list = []
-        self.unreadable: list = []
+    def batches(self, items: Iterator) -> Iterator[pa.RecordBatch]:
+        """``(record, timestamp type)`` items, where an unreadable batch comes as
+        ``(UnreadableBatch, -1)``: a row only with the ``unreadable`` column, else logged."""
+        size = ROWS_PER_ARROW_BATCH
+        headers_on, marked = self.include_headers, self.include_unreadable
+        cols: tuple[list, ...] = ([], [], [], [], [], [], [])
+        keys, values, offsets, stamps, types, headers, bad = cols
+        for r, tstype in items:
+            if tstype < 0:
+                if not marked:
+                    log_skipped(self.topic, self.partition, r, self.tenant)
+                    continue
+                keys.append(None)
+                values.append(None)
+                offsets.append(r.base_offset)
+                stamps.append(None)
+                types.append(None)
+                headers.append([])
+                bad.append(r.reason)
+            else:
+                keys.append(r.key)
+                values.append(r.value)
+                offsets.append(r.offset)
+                stamps.append(r.timestamp)
+                types.append(tstype)
+                if headers_on:
+                    headers.append(r.headers)
+                if marked:
+                    bad.append(None)
+            if len(offsets) >= size:
+                yield self.batch(*cols)
+                cols = ([], [], [], [], [], [], [])
+                keys, values, offsets, stamps, types, headers, bad = cols
+        if offsets:
+            yield self.batch(*cols)
 
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def add(self, r, tstype: int) -> None:
-        if isinstance(r, UnreadableBatch):
-            self.keys.append(None)
-            self.values.append(None)
-            self.offsets.append(r.base_offset)
-            self.stamps.append(None)
-            self.types.append(None)
-            self.headers.append([])
-            self.unreadable.append(r.reason)
-            return
-        self.keys.append(r.key)
-        self.values.append(r.value)
-        self.offsets.append(r.offset)
-        self.stamps.append(r.timestamp * US_PER_MS)
-        self.types.append(tstype)
-        if self.include_headers:
-            self.headers.append(r.headers)
-        self.unreadable.append(None)
-
-    def batch(self) -> pa.RecordBatch:
-        n = len(self.offsets)
+    def batch(self, keys, values, offsets, stamps, types, headers, bad) -> pa.RecordBatch:
+        n = len(offsets)
         s = self.schema
+        ms = pa.array(stamps, pa.int64())
         columns = {
-            "key": pa.array(self.keys, s.field("key").type),
-            "value": pa.array(self.values, s.field("value").type),
+            "key": pa.array(keys, s.field("key").type),
+            "value": pa.array(values, s.field("value").type),
             "topic": pa.repeat(pa.scalar(self.topic, s.field("topic").type), n),
             "partition": pa.repeat(pa.scalar(self.partition, s.field("partition").type), n),
-            "offset": pa.array(self.offsets, s.field("offset").type),
-            "timestamp": pa.array(self.stamps, s.field("timestamp").type),
-            "timestampType": pa.array(self.types, s.field("timestampType").type),
+            "offset": pa.array(offsets, s.field("offset").type),
+            "timestamp": pc.multiply(ms, US_PER_MS).cast(s.field("timestamp").type),
+            "timestampType": pa.array(types, s.field("timestampType").type),
             "tenant": pa.repeat(pa.scalar(self.tenant, s.field("tenant").type), n),
         }
         if self.include_headers:
-            columns["headers"] = pa.array(self.headers, s.field("headers").type)
+            columns["headers"] = pa.array(headers, s.field("headers").type)
         if self.include_unreadable:
-            columns["unreadable"] = pa.array(self.unreadable, s.field("unreadable").type)
-        self._clear()
+            columns["unreadable"] = pa.array(bad, s.field("unreadable").type)
         return pa.RecordBatch.from_arrays([columns[name] for name in s.names], schema=s)
-
-
-def arrow_batches(items: Iterator, rows: ArrowRows) -> Iterator[pa.RecordBatch]:
-    """``(record or UnreadableBatch, timestamp type)`` items as Arrow batches; unreadable
-    batches become rows only when the schema has the ``unreadable`` column."""
-    for r, tstype in items:
-        if isinstance(r, UnreadableBatch) and not rows.include_unreadable:
-            log_skipped(rows.topic, rows.partition, r, rows.tenant)
-            continue
-        rows.add(r, tstype)
-        if len(rows) >= ROWS_PER_ARROW_BATCH:
-            yield rows.batch()
-    if len(rows):
-        yield rows.batch()
 
 
 def log_skipped(topic: str, partition: int, bad: UnreadableBatch, tenant: str | None) -> None:
@@ -206,7 +201,7 @@ class PartitionReader:
                 refresh_leader=refresh,
             )
             if self.decode == "raw":
-                yield from arrow_batches(items, self._rows(partition))
+                yield from self._rows(partition).batches(items)
             else:
                 yield from internal_rows(items, self.decode, partition, self.opts.tenant)
         finally:
