@@ -101,11 +101,11 @@ class FaultySink(SluiceDataSource):
         return FaultyStreamWriter(SinkOptions.parse(dict(self.options), schema), self._raw())
 
 
-def rows_df(spark, n: int, partitions: int = 2, routed: bool = False):
+def rows_df(spark, n: int, partitions: int = 2, routed: bool = False, pad: int = 0):
     """``n`` rows: value ``v<i>``; every third row keyless, the others keyed ``k<i % 37>``;
     every fifth row has two headers. ``routed``: binary values, plus a ``topic`` column
     (even rows ``by_column``, odd ``by_column2``) and a ``partition`` column (``i % 4 // 2``
-    on ``by_column``, 0 on ``by_column2``)."""
+    on ``by_column``, 0 on ``by_column2``). ``pad``: values padded to that many bytes."""
     from pyspark.sql import functions as F
 
     df = spark.range(0, n, numPartitions=partitions)
@@ -120,7 +120,9 @@ def rows_df(spark, n: int, partitions: int = 2, routed: bool = False):
         F.when(F.col("id") % 3 == 0, F.lit(None).cast("string"))
         .otherwise(F.concat(F.lit("k"), (F.col("id") % 37).cast("string")))
         .alias("key"),
-        F.concat(F.lit("v"), F.col("id").cast("string")).alias("value"),
+        F.rpad(F.concat(F.lit("v"), F.col("id").cast("string")), pad, "x").alias("value")
+        if pad
+        else F.concat(F.lit("v"), F.col("id").cast("string")).alias("value"),
         F.when(
             F.col("id") % 5 == 0,
             F.array(
@@ -158,7 +160,12 @@ def main(args: dict) -> None:
         if opts.get("kafka.bootstrap.servers") == "@hostport":  # Kafka's spelling, no scheme
             opts["kafka.bootstrap.servers"] = args["bootstrap"].split("://", 1)[-1]
         if scenario["kind"] == "batch":
-            df = rows_df(spark, scenario["rows"], routed=scenario.get("routed", False))
+            df = rows_df(
+                spark,
+                scenario["rows"],
+                routed=scenario.get("routed", False),
+                pad=scenario.get("pad", 0),
+            )
             w = df.write.format(scenario.get("format", "sluice_faulty")).mode("append")
             for k, v in opts.items():
                 w = w.option(k, str(v))

@@ -31,6 +31,7 @@ TOPICS = {
     "by_column2": (1, {}),
     "override": (2, {}),
     "reordered": (1, {}),
+    "tiny": (1, {"max.message.bytes": "2000"}),
 }
 SCENARIOS = [
     {
@@ -76,6 +77,14 @@ SCENARIOS = [
             "failAfterBatches": 1,
             "reorderOnRetry": "true",
         },
+    },
+    {
+        "name": "too_large",
+        "kind": "batch",
+        "rows": 4,
+        "pad": 5000,
+        "format": "sluice",
+        "options": {"topic": "tiny"},
     },
     {"name": "no_topic", "kind": "batch", "rows": 10, "format": "sluice", "options": {}},
     {
@@ -216,3 +225,6 @@ def test_errors_name_what_to_fix(run):
     )
     assert not results["unknown_topic"]["ok"]
     assert "topic 'nope' is not in the cluster metadata" in results["unknown_topic"]["error"]
+    # the broker's refusal fails the task with its code and message
+    assert not results["too_large"]["ok"]
+    assert "MESSAGE_TOO_LARGE: tiny-0:" in results["too_large"]["error"]
