@@ -400,7 +400,13 @@ def check_topic(options: SinkOptions) -> None:
 class SluiceSinkWriter(DataSourceArrowWriter):
     """``df.write.format("sluice")``: one write id per job, made on the driver."""
 
-    def __init__(self, options: SinkOptions) -> None:
+    def __init__(self, options: SinkOptions, overwrite: bool = False) -> None:
+        if overwrite:
+            raise SinkError(
+                "a topic is an append-only log: mode('overwrite') cannot replace its "
+                "records; write with mode('append')",
+                "INVALID_REQUEST",
+            )
         check_topic(options)
         self.options = options
         self.write_id = uuid.uuid4().hex

@@ -122,7 +122,7 @@ class SluiceDataSource(DataSource):
         """``df.write.format("sluice")``: the sink (``sink.py``)."""
         from spark.datasource.sink import SinkOptions, SluiceSinkWriter
 
-        return SluiceSinkWriter(SinkOptions.parse(dict(self.options), schema))
+        return SluiceSinkWriter(SinkOptions.parse(dict(self.options), schema), overwrite)
 
     def streamWriter(self, schema, overwrite: bool):
         """``df.writeStream.format("sluice")``: the sink per micro-batch (``sink.py``)."""

@@ -166,7 +166,9 @@ def main(args: dict) -> None:
                 routed=scenario.get("routed", False),
                 pad=scenario.get("pad", 0),
             )
-            w = df.write.format(scenario.get("format", "sluice_faulty")).mode("append")
+            w = df.write.format(scenario.get("format", "sluice_faulty")).mode(
+                scenario.get("mode", "append")
+            )
             for k, v in opts.items():
                 w = w.option(k, str(v))
             try:

@@ -86,6 +86,14 @@ SCENARIOS = [
         "format": "sluice",
         "options": {"topic": "tiny"},
     },
+    {
+        "name": "overwrite",
+        "kind": "batch",
+        "rows": 4,
+        "format": "sluice",
+        "mode": "overwrite",
+        "options": {"topic": "plain"},
+    },
     {"name": "no_topic", "kind": "batch", "rows": 10, "format": "sluice", "options": {}},
     {
         "name": "unknown_topic",
@@ -225,6 +233,8 @@ def test_errors_name_what_to_fix(run):
     )
     assert not results["unknown_topic"]["ok"]
     assert "topic 'nope' is not in the cluster metadata" in results["unknown_topic"]["error"]
+    assert not results["overwrite"]["ok"]
+    assert "mode('overwrite') cannot replace its records" in results["overwrite"]["error"]
     # the broker's refusal fails the task with its code and message
     assert not results["too_large"]["ok"]
     assert "MESSAGE_TOO_LARGE: tiny-0:" in results["too_large"]["error"]
