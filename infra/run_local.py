@@ -327,6 +327,16 @@ class Runner:
                 [self.python, "-m", "celery", "-A", "backend", *cmd],
                 self.var / "logs" / f"{name.replace(' ', '-')}.log",
             )
+        # the live analytics job (docs/analytics.md, "Live analytics") when Spark can run:
+        # it waits for the brokers, restarts itself from its checkpoint after a failure
+        if os.environ.get("SLUICE_ANALYTICS_LIVE", "1") != "0" and (
+            shutil.which("java") or os.environ.get("JAVA_HOME")
+        ):
+            self.spawn(
+                "analytics live",
+                [self.python, "manage.py", "analytics_live"],
+                self.var / "logs" / "analytics-live.log",
+            )
         ports = [int(p) for p in a.broker_ports.split(",")][: a.brokers]
         if len(ports) < a.brokers:
             raise SystemExit(f"--broker-ports names {len(ports)} ports for {a.brokers} brokers")

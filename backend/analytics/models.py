@@ -234,3 +234,92 @@ class CompactionRow(models.Model):
 
     class Meta:
         ordering = ["topic", "partition"]
+
+
+# --- live analytics (spark/jobs/live.py; docs/analytics.md "Live analytics") ------------------
+# Minute rows the live job upserts by key and trims after SLUICE_ANALYTICS_LIVE_RETENTION_H.
+
+
+class LiveLagPartitionMinute(models.Model):
+    """A group partition's lag sampled in a minute (the last sample of the minute wins):
+    its last commit carried forward against the log end then; ``log_end_offset`` and
+    ``offset_lag`` are null when the log end could not be sampled."""
+
+    organisation = models.ForeignKey(ORG, on_delete=models.CASCADE, related_name="+")
+    group_id = models.CharField(max_length=255)
+    topic = models.CharField(max_length=249)
+    partition = models.IntegerField()
+    minute = models.DateTimeField()
+    sampled_at = models.DateTimeField()
+    committed_offset = models.BigIntegerField()
+    log_end_offset = models.BigIntegerField(null=True)
+    offset_lag = models.BigIntegerField(null=True)
+
+    class Meta:
+        ordering = ["minute", "group_id", "topic", "partition"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organisation", "group_id", "topic", "partition", "minute"],
+                name="uniq_live_lag_partition",
+            )
+        ]
+        indexes = [models.Index(fields=["organisation", "minute"], name="live_lagp_org_min")]
+
+
+class LiveLagMinute(models.Model):
+    """A group's lag on a topic in a minute: its partitions' lags summed (``offset_lag``
+    null when none could be measured); ``partitions`` with a commit, ``measured`` of them."""
+
+    organisation = models.ForeignKey(ORG, on_delete=models.CASCADE, related_name="+")
+    group_id = models.CharField(max_length=255)
+    topic = models.CharField(max_length=249)
+    minute = models.DateTimeField()
+    sampled_at = models.DateTimeField()
+    offset_lag = models.BigIntegerField(null=True)
+    partitions = models.IntegerField()
+    measured = models.IntegerField()
+    topic_partitions = models.IntegerField()
+
+    class Meta:
+        ordering = ["minute", "group_id", "topic"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organisation", "group_id", "topic", "minute"], name="uniq_live_lag"
+            )
+        ]
+        indexes = [models.Index(fields=["organisation", "minute"], name="live_lag_org_min")]
+
+
+class LiveThroughputMinute(models.Model):
+    """A topic's records and bytes in (produced) and out (fetched) in a minute, from the
+    brokers' ``__usage`` windows (absolute totals, upserted as more windows arrive)."""
+
+    organisation = models.ForeignKey(ORG, on_delete=models.CASCADE, related_name="+")
+    topic = models.CharField(max_length=249)
+    minute = models.DateTimeField()
+    records_in = models.BigIntegerField()
+    bytes_in = models.BigIntegerField()
+    records_out = models.BigIntegerField()
+    bytes_out = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["minute", "topic"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organisation", "topic", "minute"], name="uniq_live_throughput"
+            )
+        ]
+        indexes = [models.Index(fields=["organisation", "minute"], name="live_tp_org_min")]
+
+
+LIVE_STREAMS = ("lag", "throughput")
+
+
+class LiveStream(models.Model):
+    """How far each live series is measured, cluster-wide: from ``measured_from`` (earlier
+    minutes are not measured) to ``as_of`` (the last lag sample; the time the usage stream
+    had read everything there was)."""
+
+    name = models.CharField(max_length=16, primary_key=True, choices=[(s, s) for s in LIVE_STREAMS])
+    measured_from = models.DateTimeField()
+    as_of = models.DateTimeField()

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from backend.analytics import apis
+from backend.analytics import apis, live_apis
 
 urlpatterns = [
     path("reports/runs/", apis.RunListApi.as_view(), name="report-runs"),
@@ -11,4 +11,10 @@ urlpatterns = [
     path("reports/skew/", apis.SkewReportApi.as_view(), name="report-skew"),
     path("reports/compaction/", apis.CompactionReportApi.as_view(), name="report-compaction"),
     path("reports/usage/", apis.UsageReportApi.as_view(), name="report-usage"),
+    path("reports/live/lag/", live_apis.LiveLagApi.as_view(), name="report-live-lag"),
+    path(
+        "reports/live/throughput/",
+        live_apis.LiveThroughputApi.as_view(),
+        name="report-live-throughput",
+    ),
 ]

@@ -598,6 +598,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/reports/live/lag/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Consumer lag per minute from the live job: per group and topic, the partitions' lags summed (each partition's last commit carried forward against the log end sampled then); `current`: the last sample. `offset_lag` is null where no partition's log end could be measured; with `group` and `topic` both given, `current` names them with a null lag until they are sampled. */
+        get: operations["reports_live_lag"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/reports/live/throughput/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Records and bytes in (produced) and out (fetched) per topic and minute from the live job (the brokers' usage windows). A minute between `measured_from` and `as_of` without a row had no traffic; the newest minute may still grow. `totals`: per topic over the window, null when nothing was measured. */
+        get: operations["reports_live_throughput"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/reports/peaks/": {
         parameters: {
             query?: never;
@@ -1170,6 +1204,77 @@ export interface components {
             offset_lag: number;
             time_lag_ms: number | null;
             status: string;
+        };
+        LiveLagCurrent: {
+            group_id: string;
+            topic: string;
+            offset_lag: number | null;
+            /** Format: date-time */
+            ts: string | null;
+        };
+        LiveLagPartitionRow: {
+            /** Format: date-time */
+            ts: string;
+            group_id: string;
+            topic: string;
+            partition: number;
+            committed_offset: number;
+            log_end_offset: number | null;
+            offset_lag: number | null;
+        };
+        LiveLagReport: {
+            /**
+             * Format: date-time
+             * @description when last measured; null: never
+             */
+            as_of: string | null;
+            /**
+             * Format: date-time
+             * @description minutes before this are not measured
+             */
+            measured_from: string | null;
+            rows: components["schemas"]["LiveLagRow"][];
+            current: components["schemas"]["LiveLagCurrent"][];
+            partitions: components["schemas"]["LiveLagPartitionRow"][];
+        };
+        LiveLagRow: {
+            /** Format: date-time */
+            ts: string;
+            group_id: string;
+            topic: string;
+            offset_lag: number | null;
+            partitions: number;
+            measured: number;
+        };
+        LiveThroughputReport: {
+            /**
+             * Format: date-time
+             * @description when last measured; null: never
+             */
+            as_of: string | null;
+            /**
+             * Format: date-time
+             * @description minutes before this are not measured
+             */
+            measured_from: string | null;
+            rows: components["schemas"]["LiveThroughputRow"][];
+            totals: components["schemas"]["LiveThroughputTotal"][];
+        };
+        LiveThroughputRow: {
+            /** Format: date-time */
+            ts: string;
+            topic: string;
+            records_in: number;
+            bytes_in: number;
+            records_out: number;
+            bytes_out: number;
+        };
+        LiveThroughputTotal: {
+            topic: string;
+            records_in: number | null;
+            bytes_in: number | null;
+            records_out: number | null;
+            bytes_out: number | null;
         };
         /**
          * @description Input serializer: unknown or protected fields are a validation error naming them;
@@ -4300,6 +4405,109 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["LagReport"];
+                };
+            };
+            /** @description invalid request or configuration (error_code names which) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NOT_AUTHENTICATED: no valid API key or session */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PERMISSION_DENIED: the role does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    reports_live_lag: {
+        parameters: {
+            query?: {
+                group?: string;
+                /** @description also each partition's minutes */
+                partitions?: boolean;
+                /** @description ISO 8601; default and earliest: 24 h ago (the retention) */
+                since?: string;
+                topic?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LiveLagReport"];
+                };
+            };
+            /** @description invalid request or configuration (error_code names which) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NOT_AUTHENTICATED: no valid API key or session */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PERMISSION_DENIED: the role does not allow this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    reports_live_throughput: {
+        parameters: {
+            query?: {
+                /** @description ISO 8601; default and earliest: 24 h ago (the retention) */
+                since?: string;
+                topic?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LiveThroughputReport"];
                 };
             };
             /** @description invalid request or configuration (error_code names which) */

@@ -420,6 +420,8 @@ ROUTES: dict[str, Route] = {
     "report-peaks": Route(TENANT, ("GET",), _u("report-peaks")),
     "report-skew": Route(TENANT, ("GET",), _u("report-skew")),
     "report-compaction": Route(TENANT, ("GET",), _u("report-compaction")),
+    "report-live-lag": Route(TENANT, ("GET",), _u("report-live-lag")),
+    "report-live-throughput": Route(TENANT, ("GET",), _u("report-live-throughput")),
     **V3_ROUTES,
     **V2_ROUTES,
 }

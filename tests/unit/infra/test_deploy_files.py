@@ -63,6 +63,7 @@ def test_every_unit_has_the_shape_systemd_needs():
         "sluice-controller.service",
         "sluice-analytics-worker.service",
         "sluice-analytics-beat.service",
+        "sluice-analytics-live.service",
         "sluice-broker@.service",
     }
     for unit in UNITS:
