@@ -4,7 +4,9 @@
     SPARK_MASTER=spark://host:7077 python -m spark.jobs throughput --cluster-secret S ...
 
 ``--topic`` takes ``name`` or ``name@tenant`` and may repeat; ``SPARK_MASTER`` (default
-``local[*]``) picks where Spark runs.
+``local[*]``) picks where Spark runs. ``live`` runs the live analytics job
+(``spark.jobs.live``: lag samples of the ``--topic`` topics and throughput per minute as JSON
+lines) until Ctrl-C, or once over what is there with ``--available-now``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def _ref(spec: str) -> TopicRef:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m spark.jobs", description=__doc__.split("\n")[0])
-    p.add_argument("job", choices=["lag", "throughput", "retention", "usage"])
+    p.add_argument("job", choices=["lag", "throughput", "retention", "usage", "live"])
     p.add_argument("--bootstrap", required=True)
     auth = p.add_mutually_exclusive_group(required=True)
     auth.add_argument("--api-key")
@@ -36,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--now-ms", type=int, default=None)
     p.add_argument("--window", type=int, default=10)
     p.add_argument("--min-stop-ms", type=int, default=60_000)
+    p.add_argument("--checkpoint", default="var/analytics-live-cli", help="live: its checkpoint")
+    p.add_argument("--available-now", action="store_true", help="live: one bounded run")
     a = p.parse_args(argv)
 
     from spark.session import get_session
@@ -43,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     spark = get_session(app_name=f"sluice-{a.job}")
     source = Source(a.bootstrap, api_key=a.api_key, cluster_secret=a.cluster_secret)
     now_ms = a.now_ms or int(time.time() * 1000)
+    if a.job == "live":
+        return _live(spark, source, a)
     if a.job == "lag":
         from spark.jobs import lag
 
@@ -72,6 +78,31 @@ def main(argv: list[str] | None = None) -> int:
         out, sys.stdout, default=lambda v: v.isoformat() if isinstance(v, datetime) else str(v)
     )
     sys.stdout.write("\n")
+    spark.stop()
+    return 0
+
+
+def _live(spark, source: Source, a: argparse.Namespace) -> int:
+    import threading
+
+    from spark.jobs import live
+
+    job = live.LiveJob(
+        spark,
+        source,
+        offsets_topic=a.offsets_topic,
+        usage_topic=a.usage_topic,
+        topics=lambda: a.topic,
+        sink=live.JsonLinesSink(sys.stdout),
+        config=live.LiveConfig(a.checkpoint),
+    )
+    try:
+        if a.available_now:
+            job.run_available_now()
+        else:
+            job.run(threading.Event())
+    except KeyboardInterrupt:
+        pass
     spark.stop()
     return 0
 
