@@ -1,4 +1,5 @@
-"""The ``sluice`` PySpark DataSource: ``spark.read.format("sluice")`` (see ``source.py``)."""
+"""The ``sluice`` PySpark DataSource: ``spark.read.format("sluice")`` and
+``spark.readStream.format("sluice")`` with Spark's Kafka source's options (see ``source.py``)."""
 
 from spark.datasource.source import SluiceDataSource, register
 
