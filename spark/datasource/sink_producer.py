@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from brokernodes.client._loop import LoopThread
 from brokernodes.client.producer import AsyncProducer, Producer
-from brokernodes.errors import SluiceError
+from brokernodes.errors import BrokerError, SluiceError
 
 log = logging.getLogger("sluice.spark.sink")
 FETCH_BYTES = 4 * 1024 * 1024
@@ -64,27 +64,29 @@ class FixedIdentityProducer(AsyncProducer):
             queue.producer_id = self._producer_id
             queue.next_sequence = next_sequence
 
-    async def describe(self, topic: str, partition: int) -> dict[str, Any]:
-        """``GET .../producers/{id}`` on the partition's leader (docs/data-plane-api.md)."""
+    async def _leader(self, topic: str, partition: int) -> str:
         leader = self._metadata.leader_url(topic, partition) if self._metadata else None
         if leader is None:
             await self._refresh_metadata()
             leader = self._metadata.leader_url(topic, partition)
-        path = (
-            f"/sluice/v1/topics/{quote(topic, safe='')}/partitions/{partition}"
-            f"/producers/{self._producer_id}"
-        )
-        response = await self._transport.request("GET", (leader or "") + path)
+        if leader is None:
+            raise BrokerError(
+                "LEADER_NOT_AVAILABLE", f"{topic}-{partition} has no leader right now"
+            )
+        return leader + f"/sluice/v1/topics/{quote(topic, safe='')}/partitions/{partition}"
+
+    async def describe(self, topic: str, partition: int) -> dict[str, Any]:
+        """``GET .../producers/{id}`` on the partition's leader (docs/data-plane-api.md)."""
+        base = await self._leader(topic, partition)
+        response = await self._transport.request("GET", f"{base}/producers/{self._producer_id}")
         return response.json()
 
     async def fetch(self, topic: str, partition: int, offset: int) -> bytes:
         """Raw batches from ``offset`` on the partition's leader (to read one back)."""
-        leader = self._metadata.leader_url(topic, partition) if self._metadata else None
-        path = (
-            f"/sluice/v1/topics/{quote(topic, safe='')}/partitions/{partition}"
-            f"/batches?offset={offset}&max_bytes={FETCH_BYTES}"
+        base = await self._leader(topic, partition)
+        response = await self._transport.request(
+            "GET", f"{base}/batches?offset={offset}&max_bytes={FETCH_BYTES}"
         )
-        response = await self._transport.request("GET", (leader or "") + path)
         return response.body
 
 
