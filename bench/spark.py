@@ -39,6 +39,7 @@ and a streaming query from the source to the sink (``bench/spark_stream.py``,
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import statistics
 import tempfile
@@ -265,6 +266,32 @@ def _timed(job, *args) -> tuple[float, dict]:
     return time.perf_counter() - started, out
 
 
+def _jvm_cpu_s(spark) -> float | None:
+    """CPU seconds the session's JVM has used (utime + stime from /proc), or None when the
+    JVM is not this process's child or /proc is not there."""
+    try:
+        pid = spark.sparkContext._gateway.proc.pid
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (AttributeError, OSError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_timed(spark, job, *args) -> tuple[float, float | None, dict]:
+    """Wall seconds, CPU seconds (this process's, plus the JVM's when ``spark`` is given;
+    None when the JVM's cannot be read) and the job's result."""
+    jvm = _jvm_cpu_s(spark) if spark is not None else 0.0
+    cpu = time.process_time()
+    took, out = _timed(job, *args)
+    cpu = time.process_time() - cpu
+    if spark is not None:
+        after = _jvm_cpu_s(spark)
+        if jvm is None or after is None:
+            return took, None, out
+        cpu += after - jvm
+    return took, cpu, out
+
+
 def _check(base_out: dict, sp: dict, which: str) -> None:
     diff = differences(base_out, sp)
     if diff:
@@ -293,6 +320,8 @@ class Measured:
     spark_runs: list[float]
     samples: int
     statuses: dict
+    baseline_cpu: float  # CPU s per timed run, median: the process
+    spark_cpu: float | None  # the same for Spark: JVM and driver
 
 
 def measure(spark, total: int, commit_every_ms: int) -> Measured:
@@ -308,12 +337,15 @@ def measure(spark, total: int, commit_every_ms: int) -> Measured:
         baseline_first, expected = _timed(baseline_jobs, base, job)
         spark_first, sp = _timed(spark_jobs, spark, base)
         _check(expected, sp, "first run")
-        baseline_runs, spark_runs = [], []
+        baseline_runs, spark_runs, baseline_cpu, spark_cpu = [], [], [], []
         for i in range(TIMED_RUNS):
-            baseline_runs.append(_timed(baseline_jobs, base, job)[0])
-            took, sp = _timed(spark_jobs, spark, base)
+            took, cpu, _ = _cpu_timed(None, baseline_jobs, base, job)
+            baseline_runs.append(took)
+            baseline_cpu.append(cpu)
+            took, cpu, sp = _cpu_timed(spark, spark_jobs, spark, base)
             _check(expected, sp, f"run {i + 2}")
             spark_runs.append(took)
+            spark_cpu.append(cpu)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print(
@@ -330,6 +362,8 @@ def measure(spark, total: int, commit_every_ms: int) -> Measured:
         spark_runs,
         len(expected["history"]),
         dict(sorted(Counter(s[7] for s in expected["status"].values()).items())),
+        statistics.median(baseline_cpu),
+        None if None in spark_cpu else statistics.median(spark_cpu),
     )
 
 
@@ -395,10 +429,16 @@ def _warm(m: Measured, name: str, commit_every_ms: int) -> Metric:
         better="higher",
         workload=f"{_what(m, commit_every_ms)}; warm: each side the median of {TIMED_RUNS} "
         f"timed runs after one untimed warm-up run, the sides alternating (Spark in one "
-        f"session, as the Celery worker keeps it): Spark local[2] {_fmt(m.spark_runs)}",
+        f"session, as the Celery worker keeps it): Spark local[2] {_fmt(m.spark_runs)}; "
+        f"CPU per run (median; less moved by other load than wall time): "
+        f"Spark {_cpu(m.spark_cpu)} (JVM and driver), baseline {_cpu(m.baseline_cpu)}",
         peer=f"{PEER}, median of {TIMED_RUNS} runs after a warm-up: {_fmt(m.baseline_runs)}",
         peer_value=round(m.total / statistics.median(m.baseline_runs)),
     )
+
+
+def _cpu(seconds: float | None) -> str:
+    return "unknown" if seconds is None else f"{seconds:.2f} s"
 
 
 def _fmt(runs: list[float]) -> str:
