@@ -11,7 +11,7 @@ import os
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from backend.analytics.models import (
@@ -55,6 +55,7 @@ class ControlPlaneSink:
         self._trimmed = 0.0
 
     def lag(self, partitions: list[dict], groups: list[dict], *, sampled_ms: int) -> None:
+        close_old_connections()  # a long-running process: no connection kept past its age
         orgs = _orgs(groups)
         parts = [
             LiveLagPartitionMinute(
@@ -105,6 +106,7 @@ class ControlPlaneSink:
         self._trim()
 
     def throughput(self, rows: list[dict], *, measured_from_ms: int, as_of_ms: int) -> None:
+        close_old_connections()
         orgs = _orgs(rows)
         objs = [
             LiveThroughputMinute(

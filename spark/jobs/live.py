@@ -153,14 +153,23 @@ class LiveJob:
     # -- micro-batches (called by Spark's foreachBatch, on the driver) ----------------------
 
     def on_commits(self, df, batch_id: int) -> None:
+        started = time.monotonic()
         latest = rows(live.latest_commits(df))
         state = self.commit_states.load_before(batch_id)
         state.commits = merge_commits(state.commits, latest)
         self.commit_states.save(batch_id, state)
         with self._lock:
             self._commits = state.commits
+        logger.info(
+            "live commits: batch %s: %d group partitions changed, %d known, %.0f ms",
+            batch_id,
+            len(latest),
+            len(state.commits),
+            (time.monotonic() - started) * 1000,
+        )
 
     def on_usage(self, df, batch_id: int) -> None:
+        started = time.monotonic()
         now = int(time.time() * 1000)
         state = self.usage_states.load_before(batch_id)
         if state.measured_from_ms is None:
@@ -189,6 +198,13 @@ class LiveJob:
             )
         state.minutes, state.max_minute_ms = merged.minutes, merged.max_minute_ms
         self.usage_states.save(batch_id, state)
+        logger.info(
+            "live throughput: batch %s: %d topic-minutes stored, %d open, %.0f ms",
+            batch_id,
+            len(merged.rows),
+            len(state.minutes),
+            (time.monotonic() - started) * 1000,
+        )
 
     def _usage_start_ms(self, now_ms: int) -> int:
         return now_ms - self.config.retention_ms
@@ -198,6 +214,7 @@ class LiveJob:
     def sample_lag(self, now_ms: int | None = None) -> tuple[list[dict], list[dict]]:
         """One lag sample of every group partition against the log ends now; handed to
         the sink and returned."""
+        started = time.monotonic()
         client = self.source.client()
         try:
             ends = sample_log_ends(client, self.topics())
@@ -207,6 +224,12 @@ class LiveJob:
         with self._lock:
             parts, groups = lag_sample(self._commits, ends, now_ms)
             self.sink.lag(parts, groups, sampled_ms=now_ms)
+        logger.info(
+            "live lag: sample of %d partitions, %d group partitions stored, %.0f ms",
+            sum(len(e) for e in ends.values()),
+            len(parts),
+            (time.monotonic() - started) * 1000,
+        )
         return parts, groups
 
     def heartbeat(self) -> None:

@@ -112,6 +112,7 @@ def test_live_lag_and_throughput_end_to_end(control_plane: ControlPlane, tmp_pat
         except subprocess.TimeoutExpired as e:
             raise AssertionError(f"analytics_live hung: {(e.stderr or b'')[-5000:]!r}") from None
         assert done.returncode == 0, done.stderr[-3000:]
+        print("\n".join(line for line in done.stderr.splitlines() if "live " in line))
 
     def stored_bytes() -> int:
         """What the brokers metered as bytes in: the record batches they appended."""
