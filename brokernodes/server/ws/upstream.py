@@ -164,10 +164,12 @@ async def _pipe(sock: StreamSocket, upstream: aiohttp.ClientWebSocketResponse) -
                 await down.send_frame(data, WSMsgType.TEXT)
             elif msg.type is WSMsgType.BINARY:
                 await down.send_frame(msg.data, WSMsgType.BINARY)
-            elif msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED):
-                code = upstream.close_code
-                return (code, str(msg.extra or "")) if code else None
-            else:  # an error: the leader went away
+            elif msg.type is WSMsgType.CLOSE:  # the leader's own close frame
+                code = msg.data if isinstance(msg.data, int) else upstream.close_code
+                if not code or code == 1006:
+                    return None
+                return code, str(msg.extra or "")
+            else:  # closed without a close frame, or an error: the leader went away
                 return None
 
     reading = asyncio.create_task(client_to_leader())

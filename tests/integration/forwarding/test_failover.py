@@ -4,10 +4,14 @@ acks=all produce waits on the leader, which is then killed mid-call."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import threading
 import time
+
+import aiohttp
 
 from brokernodes.records.batch import Record, encode_batch
 from harness.cluster import start_static_cluster
@@ -63,3 +67,30 @@ def test_a_forwarded_call_during_leader_failure_is_retriable_and_never_doubles(l
     assert status == 200, doc
     values = [v for _, v in fetch_all_values(front, "fo", 0)]
     assert values == [b"first", b"in-flight", b"after"]
+
+
+def test_a_proxied_consume_stream_whose_leader_dies_ends_retriably(launcher):
+    cluster = start_static_cluster(launcher, {"fo": (1, {})}, leaders={"fo": [2]})
+    front, leader = cluster.broker(1), cluster.broker(2)
+    assert produce_binary(front, "fo", 0, encode_batch([Record(0, None, b"r0")]))[0] == 200
+
+    async def main() -> tuple[list, aiohttp.WSMessage, int | None]:
+        url = front.url.replace("http://", "ws://") + (
+            "/sluice/v1/ws/consume?topic=fo&partition=0&from=earliest&format=text"
+        )
+        async with (
+            aiohttp.ClientSession() as s,
+            s.ws_connect(url, headers=front.headers) as ws,
+        ):
+            await ws.send_str(json.dumps({"credit": 1 << 20}))
+            first = json.loads((await ws.receive(timeout=10)).data)["records"]
+            await asyncio.to_thread(leader.kill)
+            error = await ws.receive(timeout=10)
+            closed = await ws.receive(timeout=10)
+            assert closed.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+            return first, error, ws.close_code
+
+    first, error, code = asyncio.run(asyncio.wait_for(main(), 30))
+    assert [r["value"] for r in first] == ["r0"]
+    assert json.loads(error.data)["error_code"] == "LEADER_NOT_AVAILABLE"
+    assert code == 1011
