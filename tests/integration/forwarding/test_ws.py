@@ -156,3 +156,24 @@ def test_produce_stream_marked_forwarded_answers_421(cluster: StaticCluster):
 
     answer = run(main())
     assert answer["error_code"] == "NOT_LEADER_OR_FOLLOWER" and answer["leader_id"] == 2
+
+
+def test_in_band_errors_of_a_proxied_stream_keep_their_close_codes(cluster: StaticCluster):
+    """With the key in the first frame, the leader's refusal arrives in band: an error frame,
+    then the close code of that error."""
+    front = cluster.broker(1)
+
+    async def main() -> tuple[dict, int | None]:
+        path = "/sluice/v1/ws/consume?topic=streams&partition=1&offset=999999"
+        async with (
+            aiohttp.ClientSession() as s,
+            s.ws_connect(ws_url(front, path)) as ws,
+        ):
+            await ws.send_str(json.dumps({"auth": API_KEY}))
+            error = await receive_json(ws)
+            closed = await ws.receive(timeout=TIMEOUT_S)
+            assert closed.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+            return error, ws.close_code
+
+    error, code = run(main())
+    assert error["error_code"] == "OFFSET_OUT_OF_RANGE" and code == 4416
