@@ -147,7 +147,6 @@ class LiveJob:
         self.usage_states = StateLog(root / "usage" / "state")
         self._lock = threading.Lock()  # the commit state and the sink, between threads
         self._commits = self.commit_states.latest().commits  # a restart resumes from here
-        self._caught_up_ms: int | None = None
         self.queries: list = []
 
     # -- micro-batches (called by Spark's foreachBatch, on the driver) ----------------------
