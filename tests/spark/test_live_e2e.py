@@ -8,6 +8,7 @@ no record twice."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -170,3 +171,43 @@ def test_live_lag_and_throughput_end_to_end(control_plane: ControlPlane, tmp_pat
     assert lag["current"][0]["offset_lag"] == 0
     after = totals()[1]["orders"]
     assert (after["records_in"], after["bytes_in"]) == (20, stored_bytes())
+
+    # as make up runs it: until SIGTERM, sampling every interval; it stops within the
+    # runner's bound (15 s) and exits 0
+    as_of = cp.api("GET", "reports/live/lag/", key=key)[1]["as_of"]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "manage.py",
+            "analytics_live",
+            "--interval",
+            "1",
+            "--checkpoint",
+            str(checkpoint),
+        ],
+        cwd=ROOT,
+        env=cp.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert produce(1, 3)[0] == 207
+        wait_for(
+            "a later lag sample with partition 1's new records",
+            lambda: (
+                (doc := cp.api("GET", "reports/live/lag/?group=billing", key=key)[1])["as_of"]
+                > as_of
+                and doc["current"][0]["offset_lag"] == 3
+            ),
+            timeout=150,
+        )
+        wait_for("23 records in", lambda: totals()[1]["orders"]["records_in"] == 23, timeout=60)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode == 0, err[-3000:]
