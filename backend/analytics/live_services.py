@@ -11,7 +11,7 @@ import os
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from backend.analytics.models import (
@@ -48,6 +48,13 @@ def _stream(name: str, *, measured_from, as_of, keep_earlier: bool) -> None:
     s.save()
 
 
+def _fresh_connection() -> None:
+    """A long-running process outside requests: drop a connection past its age or broken
+    (as Django does around each request), never one inside a transaction."""
+    if not connection.in_atomic_block:
+        close_old_connections()
+
+
 class ControlPlaneSink:
     """``spark.jobs.live.LiveSink`` over the control plane's tables."""
 
@@ -55,7 +62,7 @@ class ControlPlaneSink:
         self._trimmed = 0.0
 
     def lag(self, partitions: list[dict], groups: list[dict], *, sampled_ms: int) -> None:
-        close_old_connections()  # a long-running process: no connection kept past its age
+        _fresh_connection()
         orgs = _orgs(groups)
         parts = [
             LiveLagPartitionMinute(
@@ -106,7 +113,7 @@ class ControlPlaneSink:
         self._trim()
 
     def throughput(self, rows: list[dict], *, measured_from_ms: int, as_of_ms: int) -> None:
-        close_old_connections()
+        _fresh_connection()
         orgs = _orgs(rows)
         objs = [
             LiveThroughputMinute(
