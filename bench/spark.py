@@ -407,8 +407,9 @@ def run(quick: bool = False) -> list[Metric]:
 
 PEER = (
     "one process, pyarrow.compute over the same Parquet files (bench/spark_baseline.py: "
-    "per partition file one search_sorted and one hash group_by over the records, is_in for "
-    "the committed offsets, two threads; the same Burrow evaluation per sample)"
+    "each partition file read in batches, per batch one search_sorted and one hash group_by "
+    "over the records and is_in for the committed offsets, two threads; the same Burrow "
+    "rules over every sample's window in one pass, bench/burrow_window.py)"
 )
 
 
