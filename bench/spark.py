@@ -21,7 +21,8 @@ sides read those files, so the figure is the jobs' computation, not the broker f
   as rows.
 - Baseline (timed the same way): ``bench.spark_baseline``, pyarrow.compute over the same
   files in one process with two threads (the cores ``local[2]`` has), the per-record work
-  vectorised, the same Burrow evaluation (``spark.transforms.burrow``) per sample.
+  vectorised, the Burrow rules of ``spark.transforms.burrow`` over every sample's window in
+  one pass per history (``bench.burrow_window``).
 
 Per size, each side runs once untimed (the warm-up) and then ``TIMED_RUNS`` times, the sides
 alternating; ``spark.lag_throughput.records_per_s@<size>`` is Spark's median against the
