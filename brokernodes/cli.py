@@ -5,7 +5,7 @@
     sluice acls list|create|delete                           (control plane)
     sluice groups list|describe|reset-offsets|delete GROUP
     sluice produce TOPIC            lines from stdin
-    sluice consume TOPIC            records to stdout
+    sluice consume TOPIC...         records to stdout (--group G: as a group member, committing)
     sluice bench produce|consume|e2e TOPIC
 
 Connection settings come from ``--url`` / ``SLUICE_URL`` and ``--api-key`` /
@@ -14,7 +14,10 @@ Connection settings come from ``--url`` / ``SLUICE_URL`` and ``--api-key`` /
 
 This module parses the command line and runs ``topics list|describe``, ``produce`` and
 ``consume``; the control-plane actions are ``cli_admin``'s, ``groups`` is ``cli_groups``'s,
-``bench`` is ``cli_bench``'s, and what they share is ``cli_common``'s.
+``bench`` is ``cli_bench``'s, and what they share is ``cli_common``'s. ``consume --group`` is
+``cli_group_consume``'s, ``topics describe`` ``cli_describe``'s; ``cli_parser`` adds "did you
+mean" to argparse, ``cli_url`` explains a ``--url`` that is not a broker, ``cli_text`` holds
+durations and plurals, ``cli_progress`` the progress line.
 """
 
 from __future__ import annotations
@@ -49,12 +52,18 @@ from brokernodes.cli_common import (
     producer_config,
     write_json_line,
 )
+from brokernodes.cli_describe import describe_topic, render
+from brokernodes.cli_group_consume import consume_group
 from brokernodes.cli_groups import add_groups_command, cmd_groups
+from brokernodes.cli_parser import SluiceParser, duration
+from brokernodes.cli_progress import RecordProgress
+from brokernodes.cli_text import plural
+from brokernodes.cli_url import diagnose
 from brokernodes.client.admin import AsyncAdmin
 from brokernodes.client.consumer import Consumer, TopicPartition
 from brokernodes.client.metadata import ClusterMetadata
 from brokernodes.client.producer import Producer
-from brokernodes.errors import SluiceError
+from brokernodes.errors import BrokerError, SluiceError
 
 DEFAULT_URL = "http://127.0.0.1:9092"
 
@@ -63,15 +72,17 @@ DEFAULT_URL = "http://127.0.0.1:9092"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = SluiceParser(
         prog="sluice",
         description="Produce to, consume from and benchmark a Sluice cluster.",
         epilog=(
             "Examples:\n"
             "  export SLUICE_URL=http://127.0.0.1:9092 SLUICE_API_KEY=sk_id.secret\n"
+            "  export SLUICE_CONTROL_PLANE_URL=http://127.0.0.1:8000\n"
             "  sluice topics list\n"
             "  printf 'k1:hello\\nk2:world\\n' | sluice produce orders --key-separator :\n"
             "  sluice consume orders --from-beginning --format json\n"
+            "  sluice consume orders --group billing --follow\n"
             "  sluice bench produce orders --count 1000000"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -110,7 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
     topic_commands = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
     listing = topic_commands.add_parser("list", help="topics with partition counts")
     listing.add_argument("--format", choices=("text", "json"), default="text")
-    describe = topic_commands.add_parser("describe", help="a topic's partitions and offsets")
+    describe = topic_commands.add_parser(
+        "describe",
+        help="a topic's partitions: leader, replicas, ISR, offsets; its overridden configs",
+        description="Leader, replicas and ISR of each partition from the metadata; log start "
+        "offset and high watermark asked of each partition's leader; the topic's overridden "
+        "configs.",
+    )
     describe.add_argument("topic")
     describe.add_argument("--format", choices=("text", "json"), default="text")
     add_topic_admin_actions(topic_commands)
@@ -142,12 +159,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     consume = commands.add_parser(
         "consume",
-        help="print records to stdout",
-        description="Print a topic's records. Without --follow it prints what is there (from "
-        "the beginning unless told otherwise) and exits; with --follow it keeps waiting for "
-        "new records (from the end unless told otherwise) until Ctrl-C.",
+        help="print records to stdout (--group G: as a member of group G, committing)",
+        description="Print the records of one or more topics. Without --follow it prints what "
+        "is there (from the beginning unless told otherwise) and exits; with --follow it keeps "
+        "waiting for new records (from the end unless told otherwise) until Ctrl-C. With "
+        "--group G it consumes as a member of consumer group G: the group assigns the "
+        "partitions (several processes with the same G share them), each starts at the "
+        "group's committed offset, and what was printed is committed periodically and on exit.",
     )
-    consume.add_argument("topic")
+    consume.add_argument("topics", nargs="+", metavar="TOPIC")
+    consume.add_argument(
+        "-g", "--group", metavar="G", help="consume as a member of consumer group G and commit"
+    )
+    consume.add_argument(
+        "--from",
+        dest="start",
+        choices=("earliest", "latest"),
+        help="with --group: where a partition without a committed offset starts (default "
+        "earliest, latest with --follow)",
+    )
+    consume.add_argument(
+        "--commit-interval",
+        type=duration,
+        default=5.0,
+        metavar="DURATION",
+        help="with --group: commit what was printed this often (default 5s; also on exit)",
+    )
     start = consume.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="start at the log start")
     start.add_argument("--offset", type=int, metavar="N", help="start at offset N")
@@ -159,7 +196,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     consume.add_argument("--partition", type=int, help="only this partition (default: all)")
     consume.add_argument("-f", "--follow", action="store_true", help="wait for new records")
-    consume.add_argument("-n", "--max-records", type=int, metavar="N", help="stop after N records")
+    consume.add_argument(
+        "-n",
+        "--max-records",
+        "--max-messages",
+        type=int,
+        metavar="N",
+        help="stop after N records",
+    )
     consume.add_argument(
         "--format",
         choices=("text", "json"),
@@ -169,7 +213,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     consume.add_argument("--print-key", action="store_true", help="text format: key first")
     consume.add_argument(
-        "--timeout", type=float, default=None, metavar="S", help="stop after S seconds"
+        "--timeout",
+        type=duration,
+        default=None,
+        metavar="DURATION",
+        help="stop after this long: 30s, 5m, 1h, 250ms (a bare number is seconds)",
+    )
+    consume.add_argument(
+        "-q", "--quiet", action="store_true", help="with --group: no group messages on stderr"
     )
     add_bench_command(commands)
     return parser
@@ -205,9 +256,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("sluice: interrupted", file=sys.stderr)
         return 130
     except (SluiceError, ValueError) as exc:
-        print(f"sluice: error: {describe_error(exc)}", file=sys.stderr)
+        print(f"sluice: error: {_explain(args, exc)}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_USAGE
+
+
+def _explain(args: argparse.Namespace, exc: BaseException) -> str:
+    """The error's own line, or what ``--url`` really is when a broker's answer made no sense
+    (an HTML page parsed as JSON, a 404 for a broker path)."""
+    not_json = isinstance(exc, ValueError) and not isinstance(exc, SluiceError)
+    not_found = isinstance(exc, BrokerError) and exc.error_code == "NOT_FOUND"
+    if not_json or not_found:
+        found = diagnose(args.url)
+        if found:
+            return found
+    return describe_error(exc)
 
 
 def _silence_stdout() -> None:
@@ -222,6 +285,18 @@ def _silence_stdout() -> None:
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
+    if args.topics_command == "describe":
+        described = asyncio.run(describe_topic(args.url, args.api_key, args.topic))
+        if args.cluster and described["cluster_id"] != args.cluster:
+            raise SluiceError(
+                f"{args.url} serves cluster {described['cluster_id']!r}, not {args.cluster!r} "
+                f"(--cluster / SLUICE_CLUSTER)"
+            )
+        if args.format == "json":
+            write_json_line(described)
+        else:
+            render(described)
+        return 0
     metadata = asyncio.run(_fetch_metadata(args))
     check_cluster(args, metadata)
     if args.topics_command == "list":
@@ -241,45 +316,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
         for row in rows:
             table.add_row(row["name"], str(row["partitions"]))
         Console().print(table)
-        return 0
-    info = metadata.topic(args.topic)
-    parts = [
-        {
-            "partition": p.partition,
-            "leader": p.leader,
-            "leader_url": metadata.brokers.get(p.leader) if p.leader is not None else None,
-            "replicas": list(p.replicas),
-            "log_start_offset": p.log_start_offset,
-            "log_end_offset": p.log_end_offset,
-            "high_watermark": p.high_watermark,
-        }
-        for p in info.partitions
-    ]
-    if args.format == "json":
-        write_json_line({"name": info.name, "topic_id": info.topic_id, "partitions": parts})
-        return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"topic {info.name} ({info.topic_id})")
-    for column in ("partition", "leader", "replicas", "log start", "high watermark", "log end"):
-        table.add_column(column, justify="right" if column != "leader" else "left")
-    for p in parts:
-        leader = "none" if p["leader"] is None else f"{p['leader']} {p['leader_url'] or ''}"
-        table.add_row(
-            str(p["partition"]),
-            leader.strip(),
-            ",".join(map(str, p["replicas"])),
-            _or_dash(p["log_start_offset"]),
-            _or_dash(p["high_watermark"]),
-            _or_dash(p["log_end_offset"]),
-        )
-    Console().print(table)
     return 0
-
-
-def _or_dash(value: Any) -> str:
-    return "-" if value is None else str(value)
 
 
 async def _fetch_metadata(args: argparse.Namespace) -> ClusterMetadata:
@@ -316,45 +353,47 @@ def cmd_produce(args: argparse.Namespace) -> int:
     try:
         check_cluster(args, producer.metadata)
         producer.metadata.topic(args.topic)  # fail before reading stdin
-        stdin = sys.stdin.buffer
-        for number, line in enumerate(stdin, 1):
-            if line.endswith(b"\n"):
-                line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
-            key = None
-            if separator is not None:
-                key, sep, value = line.partition(separator)
-                if not sep:
-                    producer.flush()
-                    raise UsageError(
-                        f"line {number} has no key separator {args.key_separator!r}; "
-                        f"{sent} records before it were sent"
-                    )
-            else:
-                value = line
-            producer.send(
-                args.topic,
-                value,
-                key=key,
-                headers=headers or None,
-                partition=args.partition,
-                on_delivery=on_delivery,
-            )
-            sent += 1
-            if failures:
-                break
-        producer.flush()
+        with RecordProgress(f"produce {args.topic}", None, records_on_stdout=False) as bar:
+            for number, line in enumerate(sys.stdin.buffer, 1):
+                if line.endswith(b"\n"):
+                    line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+                key = None
+                if separator is not None:
+                    key, sep, value = line.partition(separator)
+                    if not sep:
+                        producer.flush()
+                        raise UsageError(
+                            f"line {number} has no key separator {args.key_separator!r}; "
+                            f"{plural(sent, 'record')} before it were sent"
+                        )
+                else:
+                    value = line
+                producer.send(
+                    args.topic,
+                    value,
+                    key=key,
+                    headers=headers or None,
+                    partition=args.partition,
+                    on_delivery=on_delivery,
+                )
+                sent += 1
+                if sent % 1000 == 0:
+                    bar.advance(1000)
+                if failures:
+                    break
+            producer.flush()
     finally:
         producer.close()
     if failures:
         ok = sent - len(failures)
         print(
-            f"sluice: error: {len(failures)} of {sent} records failed ({ok} delivered); "
-            f"first error: {describe_error(failures[0])}",
+            f"sluice: error: {len(failures)} of {plural(sent, 'record')} failed ({ok} "
+            f"delivered); first error: {describe_error(failures[0])}",
             file=sys.stderr,
         )
         return EXIT_FAILED
     if not args.quiet:
-        print(f"produced {sent} records to {args.topic}", file=sys.stderr)
+        print(f"produced {plural(sent, 'record')} to {args.topic}", file=sys.stderr)
     return 0
 
 
@@ -418,6 +457,16 @@ def format_record(record: Any, fmt: str, print_key: bool) -> bytes:
 def cmd_consume(args: argparse.Namespace) -> int:
     if args.max_records is not None and args.max_records <= 0:
         raise UsageError("--max-records must be positive")
+    args.topics = list(dict.fromkeys(args.topics))
+    out = sys.stdout.buffer
+    if args.group:
+        return asyncio.run(
+            consume_group(args, lambda r: format_record(r, args.format, args.print_key), out)
+        )
+    if args.start is not None:
+        raise UsageError("--from goes with --group; without it use --from-beginning or --offset")
+    if args.partition is not None and len(args.topics) > 1:
+        raise UsageError("--partition needs a single topic")
     timestamp = parse_timestamp(args.timestamp) if args.timestamp else None
     consumer = Consumer(
         args.url,
@@ -425,18 +474,17 @@ def cmd_consume(args: argparse.Namespace) -> int:
         auto_offset_reset="earliest",
         fetch_max_wait_ms=500 if args.follow else 100,
     )
-    out = sys.stdout.buffer
     written = 0
     try:
         check_cluster(args, consumer.metadata)
-        tps = consumer.partitions_for(args.topic)
+        tps = [tp for topic in args.topics for tp in consumer.partitions_for(topic)]
         if args.partition is not None:
             if not 0 <= args.partition < len(tps):
                 raise UsageError(
-                    f"--partition {args.partition}: topic {args.topic} has {len(tps)} "
-                    f"partitions (0..{len(tps) - 1})"
+                    f"--partition {args.partition}: topic {args.topics[0]} has "
+                    f"{plural(len(tps), 'partition')} (0..{len(tps) - 1})"
                 )
-            tps = [TopicPartition(args.topic, args.partition)]
+            tps = [TopicPartition(args.topics[0], args.partition)]
         consumer.assign(tps)
         if args.offset is not None:
             for tp in tps:
@@ -453,18 +501,23 @@ def cmd_consume(args: argparse.Namespace) -> int:
         if ends is not None:
             remaining = {tp for tp in tps if consumer.position(tp) < ends[tp]}
         deadline = time.monotonic() + args.timeout if args.timeout else None
-        while args.follow or remaining:
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            for record in consumer.poll(0.5):
-                out.write(format_record(record, args.format, args.print_key))
-                written += 1
-                if args.max_records is not None and written >= args.max_records:
-                    out.flush()
-                    return 0
-            out.flush()
-            if ends is not None:
-                remaining = {tp for tp in remaining if consumer.position(tp) < ends[tp]}
+        with RecordProgress(
+            f"consume {', '.join(args.topics)}", args.max_records, records_on_stdout=True
+        ) as bar:
+            while args.follow or remaining:
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                records = consumer.poll(0.5)
+                for record in records:
+                    out.write(format_record(record, args.format, args.print_key))
+                    written += 1
+                    if args.max_records is not None and written >= args.max_records:
+                        out.flush()
+                        return 0
+                out.flush()
+                bar.advance(len(records))
+                if ends is not None:
+                    remaining = {tp for tp in remaining if consumer.position(tp) < ends[tp]}
     finally:
         consumer.close()
     return 0

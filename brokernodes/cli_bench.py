@@ -25,6 +25,7 @@ from brokernodes.cli_common import (
     producer_config,
     write_json_line,
 )
+from brokernodes.cli_parser import duration
 from brokernodes.client.consumer import AsyncConsumer
 from brokernodes.client.producer import AsyncProducer
 from brokernodes.errors import BufferFullError, SluiceError
@@ -47,7 +48,12 @@ def add_bench_command(commands: argparse._SubParsersAction) -> None:
         sub.add_argument("topic")
         sub.add_argument("--record-size", type=int, default=100, metavar="BYTES")
         sub.add_argument("--count", type=int, metavar="N", help="records (default 1000000)")
-        sub.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+        sub.add_argument(
+            "--duration",
+            type=duration,
+            metavar="DURATION",
+            help="stop after this long: 30s, 5m, 1h (a bare number is seconds)",
+        )
         sub.add_argument("--format", choices=("text", "json"), default="text")
         if name != "consume":
             sub.add_argument(
