@@ -15,6 +15,7 @@ from backend.cluster import lease, metadata_log, partition_services, selectors, 
 from backend.cluster.authentication import ClusterSecretAuthentication, IsBroker
 from backend.core.exceptions import NotFound
 from backend.core.serializers import StrictSerializer, validate_input
+from backend.keys.services import api_keys_used
 
 
 def validate_host_port(value: str | None) -> None:
@@ -78,6 +79,13 @@ class BrokerHeartbeatApi(InternalAPIView):
         replica_logs = serializers.ListField(
             child=serializers.DictField(), required=False, default=list, max_length=100_000
         )
+        keys_used = serializers.ListField(
+            child=serializers.CharField(max_length=64),
+            required=False,
+            default=list,
+            max_length=100_000,
+            help_text="API key ids used on the broker since it last sent them (last used)",
+        )
 
     class ReplicaLogSerializer(StrictSerializer):
         """The broker's log of a partition it sees offline (for unclean recovery)."""
@@ -99,6 +107,7 @@ class BrokerHeartbeatApi(InternalAPIView):
             broker_epoch=data["broker_epoch"],
             replica_logs=logs,
         )
+        api_keys_used(key_ids=data["keys_used"])
         return Response(
             {
                 "broker_id": broker.broker_id,

@@ -26,6 +26,33 @@ TAGS = ["console"]
 NAME_PARAM = OpenApiParameter("name", str, OpenApiParameter.PATH, description="topic name")
 
 
+class ConsoleLogDirSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    log_bytes = serializers.IntegerField(allow_null=True, help_text="bytes its partition logs hold")
+    free_bytes = serializers.IntegerField(
+        allow_null=True, help_text="free on the file system; null: could not be read"
+    )
+    total_bytes = serializers.IntegerField(allow_null=True, help_text="size of the file system")
+
+
+class ConsoleBrokerInfoSerializer(serializers.Serializer):
+    version = serializers.CharField()
+    started_at_ms = serializers.IntegerField(help_text="when the process started, epoch ms")
+    uptime_s = serializers.FloatField()
+    log_dirs = ConsoleLogDirSerializer(many=True)
+    hosted_partitions = serializers.IntegerField(
+        allow_null=True, help_text="partition logs open on it (its own count)"
+    )
+    configs = serializers.DictField(
+        child=serializers.JSONField(), help_text="the non-secret settings it runs with"
+    )
+
+
+class ConsolePartitionRefSerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    partition = serializers.IntegerField()
+
+
 class ConsoleBrokerSerializer(serializers.Serializer):
     broker_id = serializers.IntegerField()
     url = serializers.CharField()
@@ -40,6 +67,26 @@ class ConsoleBrokerSerializer(serializers.Serializer):
     metadata_version = serializers.IntegerField()
     leader_partitions = serializers.IntegerField(
         help_text="how many of your organisation's partitions it leads"
+    )
+    partitions = serializers.IntegerField(
+        help_text="replicas assigned to it, every organisation's (the controller's table)"
+    )
+    leaders = serializers.IntegerField(help_text="partitions it leads, every organisation's")
+    under_replicated = serializers.IntegerField(
+        help_text="partitions it leads whose ISR lacks a replica (Kafka's "
+        "UnderReplicatedPartitions, per leader)"
+    )
+    out_of_isr = serializers.IntegerField(
+        help_text="partitions it hosts whose ISR it is not in (it is behind or down)"
+    )
+    your_under_replicated = ConsolePartitionRefSerializer(
+        many=True, help_text="your organisation's under-replicated partitions it leads"
+    )
+    info = ConsoleBrokerInfoSerializer(
+        allow_null=True, help_text="what the broker says of itself; null: see info_error"
+    )
+    info_error = serializers.CharField(
+        allow_null=True, help_text="why info is null (down, unreachable); null when read"
     )
 
 

@@ -132,13 +132,13 @@ def metadata(url, token) -> dict:
     return call("GET", f"{url}/sluice/v1/metadata", token=token)
 
 
+def operator_call(url: str, *, timeout_s: float = TIMEOUT_S):
+    """A GET with the operators' credential (the cluster secret)."""
+    secret = settings.SLUICE_CLUSTER_SECRET
+    return _request("GET", url, authorization=blocking_client.cluster(secret), timeout_s=timeout_s)
+
+
 def metrics_text(url: str, *, timeout_s: float = TIMEOUT_S) -> str:
     """The broker's Prometheus text (operators' credential: the cluster secret)."""
-    secret = settings.SLUICE_CLUSTER_SECRET
-    raw = _request(
-        "GET",
-        f"{url}/metrics",
-        authorization=blocking_client.cluster(secret),
-        timeout_s=timeout_s,
-    )
+    raw = operator_call(f"{url}/metrics", timeout_s=timeout_s)
     return raw.decode() if isinstance(raw, bytes) else str(raw)

@@ -14,7 +14,7 @@ from django.utils import timezone
 from backend.cluster import partitions as cluster_partitions
 from backend.cluster.models import Broker, PartitionAssignment
 from backend.cluster.selectors import live_broker_ids
-from backend.console import brokers
+from backend.console import broker_info, brokers
 from backend.console.credentials import console_token
 from backend.console.filters import JsonPath, as_text, header_matches, json_path_matches
 from backend.core.exceptions import ApplicationError
@@ -26,26 +26,47 @@ SCAN_BUDGET = 20_000  # records read per browse call at most; the answer says wh
 
 
 def broker_list(*, organisation) -> list[dict]:
-    """The brokers (a shared platform resource) with how many of *this* organisation's
-    partitions each leads; nothing about other tenants' partitions."""
+    """The brokers (a shared platform resource): registry and liveness, partition counts from
+    the controller's table, and what each live broker says of itself (``broker_info``);
+    ``info`` is null with ``info_error`` saying why (down, unreachable) rather than zeros.
+    Of other tenants' partitions only counts appear; ``leader_partitions`` and the
+    under-replicated names are this organisation's."""
     live = set(live_broker_ids())
     leaders: dict[int, int] = {}
     mine = PartitionAssignment.objects.filter(topic__organisation=organisation)
     for leader in mine.values_list("leader", flat=True):
         leaders[leader] = leaders.get(leader, 0) + 1
-    return [
-        {
-            "broker_id": b.broker_id,
-            "url": b.url,
-            "kafka": b.kafka or None,
-            "live": b.broker_id in live,
-            "last_heartbeat_at": b.last_heartbeat_at,
-            "registered_at": b.registered_at,
-            "metadata_version": b.metadata_version,
-            "leader_partitions": leaders.get(b.broker_id, 0),
-        }
-        for b in Broker.objects.all()
-    ]
+    registry = list(Broker.objects.order_by("broker_id"))
+    counts, my_under = broker_info.partition_counts(organisation)
+    urls = {b.broker_id: b.url.rstrip("/") for b in registry if b.broker_id in live}
+    infos, errors = broker_info.describe_live(urls)
+    zero = {"partitions": 0, "leaders": 0, "under_replicated": 0, "out_of_isr": 0}
+    out = []
+    for b in registry:
+        info = infos.get(b.broker_id)
+        if b.broker_id not in live:
+            error = "down: no heartbeat within the session timeout"
+        elif info is None:
+            error = f"unreachable: {errors.get(b.broker_id, 'no answer')}"
+        else:
+            error = None
+        out.append(
+            {
+                "broker_id": b.broker_id,
+                "url": b.url,
+                "kafka": b.kafka or None,
+                "live": b.broker_id in live,
+                "last_heartbeat_at": b.last_heartbeat_at,
+                "registered_at": b.registered_at,
+                "metadata_version": b.metadata_version,
+                "leader_partitions": leaders.get(b.broker_id, 0),
+                **counts.get(b.broker_id, zero),
+                "your_under_replicated": my_under.get(b.broker_id, []),
+                "info": broker_info.public(info) if info is not None else None,
+                "info_error": error,
+            }
+        )
+    return out
 
 
 def partition_states(*, organisation, topic_name: str | None = None) -> dict:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from backend.audit.services import audit_record
@@ -88,3 +89,15 @@ def api_key_touch(api_key: ApiKey) -> None:
     if api_key.last_used_at is None or now - api_key.last_used_at >= LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
         api_key.last_used_at = now
+
+
+def api_keys_used(*, key_ids: list[str]) -> int:
+    """Keys the brokers saw in use (their heartbeats' ``keys_used``): ``last_used_at`` set to
+    now where it is older than ``LAST_USED_RESOLUTION``, in one statement, so a key costs at
+    most one row write a minute however many brokers and requests use it. Unknown ids
+    (static-file keys, deleted keys) match nothing. Returns the rows written."""
+    if not key_ids:
+        return 0
+    now = timezone.now()
+    stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
+    return ApiKey.objects.filter(stale, pk__in=key_ids).update(last_used_at=now)

@@ -22,6 +22,18 @@ def _limit(**kw) -> serializers.IntegerField:
     return serializers.IntegerField(min_value=0, allow_null=True, **kw)
 
 
+class QuotaUsageSerializer(serializers.Serializer):
+    topics = serializers.IntegerField()
+    partitions = serializers.IntegerField()
+    storage_bytes = serializers.IntegerField(
+        allow_null=True,
+        help_text="bytes the partition leaders hold; null: no broker could be asked",
+    )
+    storage_partial = serializers.BooleanField(
+        help_text="some live broker did not answer: storage_bytes counts the others only"
+    )
+
+
 class QuotaOutputSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     scope = serializers.ChoiceField(choices=["organisation", "service_account"])
@@ -40,6 +52,12 @@ class QuotaOutputSerializer(serializers.Serializer):
         help_text="WebSocket streams per broker (null: the broker's per-tenant default)"
     )
     updated_at = serializers.DateTimeField()
+    usage = QuotaUsageSerializer(
+        allow_null=True,
+        required=False,
+        help_text="the organisation's current use (on its own quota in the list); null on a "
+        "service account's (not measured per account)",
+    )
 
 
 class QuotaValuesSerializer(StrictSerializer):
@@ -74,8 +92,12 @@ class QuotaListApi(AdminAPIView):
         responses={200: QuotaOutputSerializer(many=True), **errors()},
     )
     def get(self, request):
-        quotas = selectors.quota_list(organisation=self.organisation)
-        return Response(QuotaOutputSerializer(quotas, many=True).data)
+        quotas = list(selectors.quota_list(organisation=self.organisation))
+        usage = selectors.organisation_usage(organisation=self.organisation)
+        rows = QuotaOutputSerializer(quotas, many=True).data
+        for row, quota in zip(rows, quotas, strict=True):
+            row["usage"] = usage if quota.service_account_id is None else None
+        return Response(rows)
 
     @extend_schema(
         operation_id="quotas_create",

@@ -6,7 +6,12 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth import authenticate, login, logout
 from django.middleware.csrf import get_token
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication
@@ -14,6 +19,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from backend.console.protected import protected_reason
 from backend.core.context import client_ip, user_agent
 from backend.core.exceptions import ApplicationError, NotFound, PermissionDenied
 from backend.core.schema import errors
@@ -439,6 +445,14 @@ class ServiceAccountOutputSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=roles.SERVICE_ACCOUNT_ROLES)
     is_active = serializers.BooleanField()
     created_at = serializers.DateTimeField()
+    protected = serializers.SerializerMethodField(
+        help_text="why it cannot be deleted or deactivated (the console's own account); "
+        "null: it can"
+    )
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_protected(self, sa) -> str | None:
+        return protected_reason(sa)
 
 
 SA_PARAM = OpenApiParameter("service_account_id", str, OpenApiParameter.PATH)
@@ -496,7 +510,7 @@ class ServiceAccountDetailApi(AdminAPIView):
         tags=["service accounts"],
         parameters=[SA_PARAM],
         request=InputSerializer,
-        responses={200: ServiceAccountOutputSerializer, **errors(400, 404)},
+        responses={200: ServiceAccountOutputSerializer, **errors(400, 404, 409)},
     )
     def patch(self, request, service_account_id):
         sa = selectors.service_account_get(
@@ -510,7 +524,7 @@ class ServiceAccountDetailApi(AdminAPIView):
         operation_id="service_accounts_delete",
         tags=["service accounts"],
         parameters=[SA_PARAM],
-        responses={204: None, **errors(404)},
+        responses={204: None, **errors(404, 409)},
     )
     def delete(self, request, service_account_id):
         sa = selectors.service_account_get(

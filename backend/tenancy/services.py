@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from backend.audit.services import audit_record
 from backend.cluster import services as cluster
+from backend.console.protected import refuse_change
 from backend.core.context import RequestContext
 from backend.core.exceptions import Conflict, InvalidRequest, NotFound, PermissionDenied
 from backend.tenancy import roles
@@ -290,6 +291,7 @@ def service_account_update(
     role = changes.get("role")
     if role is not None and roles.RANK[role] > roles.RANK.get(ctx.role, roles.RANK[roles.OWNER]):
         raise PermissionDenied("a service account cannot get a higher role than yours")
+    refuse_change(service_account, deactivate=changes.get("is_active") is False)
     before = service_account_snapshot(service_account)
     for field in ("description", "role", "is_active"):
         if field in changes:
@@ -319,6 +321,7 @@ def service_account_delete(*, ctx: RequestContext, service_account: ServiceAccou
             "(PATCH is_active=false) or delete it with another admin's key or the console",
             {"service_account_id": ["this is the calling key's own service account"]},
         )
+    refuse_change(service_account, delete=True)
     before = service_account_snapshot(service_account)
     sid = service_account.id
     cluster.publish_service_account_keys(service_account, deleted=True)

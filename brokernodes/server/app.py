@@ -25,6 +25,7 @@ from brokernodes.server.auth import client_host, current_client_host
 from brokernodes.server.broker import Broker
 from brokernodes.server.connections import current_connection
 from brokernodes.server.http import admin as http_admin
+from brokernodes.server.http import broker_info as http_broker_info
 from brokernodes.server.http import control_plane_pass
 from brokernodes.server.http import cursors as http_cursors
 from brokernodes.server.http import fetch as http_fetch
@@ -141,6 +142,7 @@ def build_app(broker: Broker, extra_routes: Iterable[RouteInstaller] = ()) -> we
     app = web.Application(middlewares=[make_middleware(broker)], client_max_size=2**63)
     app[BROKER_KEY] = broker
     http_admin.add_routes(app, broker)
+    http_broker_info.add_routes(app, broker)
     http_produce.add_routes(app, broker)
     http_fetch.add_routes(app, broker)
     http_replication.add_routes(app, broker)

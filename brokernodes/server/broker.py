@@ -22,6 +22,7 @@ from brokernodes.server.auth import Principal, authorize
 from brokernodes.server.config import BrokerConfig
 from brokernodes.server.connections import ConnectionQuotas, current_connection
 from brokernodes.server.coordinator.group_coordinator import GroupCoordinator
+from brokernodes.server.key_use import KeyUseLog
 from brokernodes.server.metadata.cluster import ClusterMetadata, MetadataSource, TopicInfo
 from brokernodes.server.metrics import BrokerMetrics
 from brokernodes.server.operator import operator_principal
@@ -75,6 +76,8 @@ class Broker:
         self._led: dict[str, tuple[TopicInfo, list[int]]] = {}
         self._producer_id_lock = asyncio.Lock()
         self.started_at = time.time()
+        # keys used here, sent with heartbeats for the control plane's "last used"
+        self.key_use = KeyUseLog()
         self.stopping = False
 
     @property
@@ -129,6 +132,7 @@ class Broker:
             self.metadata.global_image(),
         ) or authorize(self.image, authorization, operation, resource_type, resource_name)
         self.connection_quotas.admit(current_connection.get(), principal)
+        self.key_use.note(principal.key_id)
         if count:
             self.usage.on_request(principal, resource_type, resource_name)
         return principal

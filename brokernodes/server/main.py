@@ -243,6 +243,7 @@ async def serve(config: BrokerConfig, extra_routes: Iterable[RouteInstaller] = (
     broker = Broker(config, metadata)
     if isinstance(metadata, ControlPlaneMetadataSource):  # unclean recovery's log reports
         metadata.replica_logs = lambda: offline_replica_logs(broker.replicas.partitions.values())
+        metadata.keys_used, metadata.keys_unsent = broker.key_use.drain, broker.key_use.restore
     metadata.add_listener(broker.replicas.reconcile)
     limits = connection_limits(config)
     # one budget of unauthenticated connections for the HTTP fronts and the Kafka listener

@@ -133,6 +133,9 @@ class ControlPlaneMetadataSource(MetadataSource):
         self._legacy_kafka = False  # a control plane that stores no Kafka listener
         # what heartbeats report of offline partitions' logs (set by the broker's main)
         self.replica_logs: Callable[[], list[dict]] = list
+        # API key ids used since the last heartbeat, and where to put them back on failure
+        self.keys_used: Callable[[], list[str]] = list
+        self.keys_unsent: Callable[[list[str]], None] = lambda keys: None
 
     @property
     def broker_epoch(self) -> int:
@@ -355,12 +358,20 @@ class ControlPlaneMetadataSource(MetadataSource):
                     logs = self.replica_logs()
                     if logs:
                         body["replica_logs"] = logs
-                await self._request(
-                    "POST",
-                    "/internal/v1/brokers/heartbeat",
-                    json=body,
-                    timeout_s=self.request_timeout_s,
-                )
+                used = self.keys_used()
+                if used:  # the control plane's "last used" (brokernodes.server.key_use)
+                    body["keys_used"] = used
+                try:
+                    await self._request(
+                        "POST",
+                        "/internal/v1/brokers/heartbeat",
+                        json=body,
+                        timeout_s=self.request_timeout_s,
+                    )
+                except BaseException:
+                    if used:
+                        self.keys_unsent(used)
+                    raise
             except asyncio.CancelledError:
                 raise
             except ControlPlaneError as e:

@@ -965,6 +965,34 @@ export interface components {
             metadata_version: number;
             /** @description how many of your organisation's partitions it leads */
             leader_partitions: number;
+            /** @description replicas assigned to it, every organisation's (the controller's table) */
+            partitions: number;
+            /** @description partitions it leads, every organisation's */
+            leaders: number;
+            /** @description partitions it leads whose ISR lacks a replica (Kafka's UnderReplicatedPartitions, per leader) */
+            under_replicated: number;
+            /** @description partitions it hosts whose ISR it is not in (it is behind or down) */
+            out_of_isr: number;
+            /** @description your organisation's under-replicated partitions it leads */
+            your_under_replicated: components["schemas"]["ConsolePartitionRef"][];
+            /** @description what the broker says of itself; null: see info_error */
+            info: components["schemas"]["ConsoleBrokerInfo"] | null;
+            /** @description why info is null (down, unreachable); null when read */
+            info_error: string | null;
+        };
+        ConsoleBrokerInfo: {
+            version: string;
+            /** @description when the process started, epoch ms */
+            started_at_ms: number;
+            /** Format: double */
+            uptime_s: number;
+            log_dirs: components["schemas"]["ConsoleLogDir"][];
+            /** @description partition logs open on it (its own count) */
+            hosted_partitions: number | null;
+            /** @description the non-secret settings it runs with */
+            configs: {
+                [key: string]: unknown;
+            };
         };
         ConsoleBrowse: {
             topic: string;
@@ -992,6 +1020,15 @@ export interface components {
             name: string;
             value: string;
         };
+        ConsoleLogDir: {
+            path: string;
+            /** @description bytes its partition logs hold */
+            log_bytes: number | null;
+            /** @description free on the file system; null: could not be read */
+            free_bytes: number | null;
+            /** @description size of the file system */
+            total_bytes: number | null;
+        };
         /**
          * @description Input serializer: unknown or protected fields are a validation error naming them;
          *     integer fields stay within int64.
@@ -1004,6 +1041,10 @@ export interface components {
             headers?: components["schemas"]["ConsoleHeaderInputRequest"][];
             /** Format: int64 */
             partition?: number | null;
+        };
+        ConsolePartitionRef: {
+            topic: string;
+            partition: number;
         };
         ConsolePartitionState: {
             partition: number;
@@ -1510,6 +1551,8 @@ export interface components {
             max_streams: number | null;
             /** Format: date-time */
             updated_at: string;
+            /** @description the organisation's current use (on its own quota in the list); null on a service account's (not measured per account) */
+            usage?: components["schemas"]["QuotaUsage"] | null;
         };
         QuotaSuggestion: {
             service_account: string;
@@ -1527,6 +1570,14 @@ export interface components {
             fetch_bytes_per_sec: number;
             /** Format: double */
             request_rate: number;
+        };
+        QuotaUsage: {
+            topics: number;
+            partitions: number;
+            /** @description bytes the partition leaders hold; null: no broker could be asked */
+            storage_bytes: number | null;
+            /** @description some live broker did not answer: storage_bytes counts the others only */
+            storage_partial: boolean;
         };
         RecordHeader: {
             name: string;
@@ -1653,6 +1704,8 @@ export interface components {
             is_active: boolean;
             /** Format: date-time */
             created_at: string;
+            /** @description why it cannot be deleted or deactivated (the console's own account); null: it can */
+            readonly protected: string | null;
         };
         /** @description Limits to set; null means unlimited (or, for an account, the organisation's). */
         ServiceAccountQuotaInputRequest: {
@@ -5075,6 +5128,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description conflict, e.g. TOPIC_ALREADY_EXISTS */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     service_accounts_update: {
@@ -5129,6 +5191,15 @@ export interface operations {
             };
             /** @description NOT_FOUND: no such object in the current organisation */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict, e.g. TOPIC_ALREADY_EXISTS */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
