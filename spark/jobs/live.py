@@ -291,8 +291,13 @@ class LiveJob:
         return self.queries
 
     def stop(self) -> None:
+        """Stop the queries; a query that cannot be reached (the JVM already gone: a
+        process-group SIGTERM reaches it too) is past stopping."""
         for q in self.queries:
-            q.stop()
+            try:
+                q.stop()
+            except Exception as e:  # stopping is best effort
+                logger.info("live query %s: stop: %s", q.name, e)
         self.queries = []
 
     def check(self) -> None:
@@ -306,6 +311,8 @@ class LiveJob:
     def run(self, stop: threading.Event, *, ticks: int | None = None) -> None:
         """Until ``stop`` is set (or ``ticks`` samples): start the queries, sample the lag
         every ``interval_s``, mark the usage stream current when it is idle."""
+        if stop.is_set():
+            return
         self.start()
         n = 0
         try:

@@ -60,6 +60,8 @@ class Command(BaseCommand):
                 logger.info("live analytics: every %g s, checkpoint %s", interval, checkpoint)
                 job.run(stop)
             except Exception:  # supervise: log, back off, resume from the checkpoint
+                if stop.is_set():  # stopping: the JVM may be gone before the queries
+                    break
                 if time.monotonic() - started > MAX_BACKOFF_S:
                     backoff = FIRST_BACKOFF_S  # it ran a while: a fresh failure
                 logger.exception("live analytics failed; starting again in %g s", backoff)
