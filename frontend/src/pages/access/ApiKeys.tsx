@@ -63,7 +63,7 @@ function Body() {
         <Empty>No API keys yet.</Empty>
       ) : (
         <table className="table" aria-label="API keys">
-          <thead><tr><th>Key</th><th>Service account</th><th>Description</th><th>Created</th><th>Last used</th><th>Status</th><th><span className="sr-only">Actions</span></th></tr></thead>
+          <thead><tr><th>Key</th><th>Service account</th><th>Description</th><th>Created</th><th title="any use on the brokers or the API, to the minute">Last used</th><th>Status</th><th><span className="sr-only">Actions</span></th></tr></thead>
           <tbody>
             {keys.data.map((k) => (
               <tr key={k.key_id}>

@@ -26,6 +26,23 @@ export function Quotas() {
   );
 }
 
+/** The organisation's current use under its limit, where the control plane measures it:
+ * topics and partitions exactly, storage from the brokers ("not measured yet" when none answered). */
+export function Used({ quota, limit }: { quota: Quota; limit: keyof QuotaValues }) {
+  const u = quota.usage;
+  if (!u) return null;
+  let text: string;
+  if (limit === "max_topics") text = `${formatNumber(u.topics)} used`;
+  else if (limit === "max_partitions") text = `${formatNumber(u.partitions)} used`;
+  else if (limit === "storage_bytes") {
+    text = u.storage_bytes == null ? "not measured yet" : `${formatBytes(u.storage_bytes)} used${u.storage_partial ? " (some brokers did not answer)" : ""}`;
+  } else return null;
+  const cap = quota[limit];
+  const value = limit === "max_topics" ? u.topics : limit === "max_partitions" ? u.partitions : u.storage_bytes;
+  const full = cap != null && value != null && value >= cap;
+  return <div className="muted">{text}{full && <> <span className="badge WARN">at the limit</span></>}</div>;
+}
+
 function toValues(form: Record<string, string>): QuotaValues {
   const out: Record<string, number | null> = {};
   for (const l of LIMITS) out[l.key] = form[l.key] === "" || form[l.key] === undefined ? null : Number(form[l.key]);
@@ -69,7 +86,12 @@ function Body() {
             {quotas.data.map((q) => (
               <tr key={q.id}>
                 <td>{q.scope === "organisation" ? "the organisation" : name(q.service_account_id)}</td>
-                {LIMITS.map((l) => <td key={l.key} className="num">{q[l.key] == null ? "unlimited" : l.bytes ? formatBytes(q[l.key] as number) : formatNumber(q[l.key] as number)}</td>)}
+                {LIMITS.map((l) => (
+                  <td key={l.key} className="num">
+                    {q[l.key] == null ? "unlimited" : l.bytes ? formatBytes(q[l.key] as number) : formatNumber(q[l.key] as number)}
+                    <Used quota={q} limit={l.key} />
+                  </td>
+                ))}
                 <td className="row">
                   {q.scope === "service_account" && (
                     <>

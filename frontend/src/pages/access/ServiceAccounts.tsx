@@ -54,8 +54,12 @@ function Body() {
                 <td>{sa.is_active ? "active" : "deactivated"}</td>
                 <td>{formatTime(sa.created_at)}</td>
                 <td className="row">
-                  <button type="button" className="small" onClick={() => update.mutate({ id: sa.id, body: { is_active: !sa.is_active } })}>{sa.is_active ? "Deactivate" : "Activate"}</button>
-                  <button type="button" className="small danger" onClick={() => setDeleting({ id: sa.id, name: sa.name })}>Delete</button>
+                  {/* the console's own account: the API refuses too (409 PROTECTED_SERVICE_ACCOUNT) */}
+                  <button type="button" className="small" disabled={!!sa.protected && sa.is_active} title={sa.protected && sa.is_active ? `Cannot be deactivated: ${sa.protected}` : undefined}
+                    onClick={() => update.mutate({ id: sa.id, body: { is_active: !sa.is_active } })}>{sa.is_active ? "Deactivate" : "Activate"}</button>
+                  <button type="button" className="small danger" disabled={!!sa.protected} title={sa.protected ? `Cannot be deleted: ${sa.protected}` : undefined}
+                    onClick={() => setDeleting({ id: sa.id, name: sa.name })}>Delete</button>
+                  {sa.protected && <div className="muted" role="note">Protected: {sa.protected}.</div>}
                 </td>
               </tr>
             ))}
