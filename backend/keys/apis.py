@@ -23,7 +23,11 @@ class ApiKeyOutputSerializer(serializers.Serializer):
     description = serializers.CharField()
     created_at = serializers.DateTimeField()
     created_by = serializers.CharField()
-    last_used_at = serializers.DateTimeField(allow_null=True, help_text="about a minute's accuracy")
+    last_used_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="its last use on the API or any broker, to about a minute (brokers report "
+        "the keys used with their heartbeats)",
+    )
     revoked_at = serializers.DateTimeField(allow_null=True)
 
     def get_prefix(self, obj) -> str:

@@ -92,10 +92,12 @@ def api_key_touch(api_key: ApiKey) -> None:
 
 
 def api_keys_used(*, key_ids: list[str]) -> int:
-    """Keys the brokers saw in use (their heartbeats' ``keys_used``): ``last_used_at`` set to
-    now where it is older than ``LAST_USED_RESOLUTION``, in one statement, so a key costs at
-    most one row write a minute however many brokers and requests use it. Unknown ids
-    (static-file keys, deleted keys) match nothing. Returns the rows written."""
+    """Keys the brokers saw in use (their heartbeats' ``keys_used``, broker-side ids
+    ``slk_<key_id>``): ``last_used_at`` set to now where it is older than
+    ``LAST_USED_RESOLUTION``, in one statement, so a key costs at most one row write a minute
+    however many brokers and requests use it. Other ids (static-file keys) and unknown ones
+    (deleted keys) match nothing. Returns the rows written."""
+    key_ids = [k.removeprefix(tokens.PREFIX) for k in key_ids if k.startswith(tokens.PREFIX)]
     if not key_ids:
         return 0
     now = timezone.now()

@@ -270,9 +270,36 @@ if (GROUP) {
 }
 
 if (!GROUP_ONLY) {
-await step("brokers page", async () => {
+// the text of one column in every body row of a table
+const columnTexts = async (table, header) => {
+  const headers = (await table.getByRole("columnheader").allTextContents()).map((h) => h.trim());
+  const i = headers.indexOf(header);
+  if (i < 0) throw new Error(`no column ${header} in ${headers.join(", ")}`);
+  const rows = table.getByRole("row");
+  const out = [];
+  for (let r = 1; r < (await rows.count()); r++) out.push(((await rows.nth(r).getByRole("cell").nth(i).textContent()) || "").trim());
+  return out;
+};
+
+await step("brokers page: version, uptime, disk, counts and settings from each broker", async () => {
   await page.getByRole("link", { name: "Brokers" }).click();
-  await page.getByRole("table", { name: "Brokers" }).getByText("up", { exact: true }).first().waitFor();
+  const table = page.getByRole("table", { name: "Brokers" });
+  await table.getByText("up", { exact: true }).first().waitFor();
+  await page.waitForFunction(() => document.querySelectorAll('table[aria-label="Brokers"] tbody tr').length === 3);
+  const status = await columnTexts(table, "Status");
+  if (status.join() !== "up,up,up") throw new Error(`status ${status}`);
+  const versions = await columnTexts(table, "Version");
+  if (!versions.every((v) => /^\d+\.\d+/.test(v))) throw new Error(`versions ${versions}`);
+  const uptimes = await columnTexts(table, "Uptime");
+  if (!uptimes.every((u) => /^[\d.]+ (ms|s|min|h)$/.test(u))) throw new Error(`uptimes ${uptimes}`);
+  const disks = await columnTexts(table, "Disk");
+  if (!disks.every((d) => /^[\d.]+ (B|KiB|MiB|GiB) in logs, [\d.]+ (KiB|MiB|GiB|TiB) free$/.test(d))) throw new Error(`disks ${disks}`);
+  const leaders = (await columnTexts(table, "Leaders")).map((x) => Number(x.replace(/,/g, "")));
+  if (leaders.reduce((a, b) => a + b, 0) < 1) throw new Error(`leaders ${leaders}`);
+  await page.getByRole("table", { name: "Log directories of broker 1" }).getByRole("row").nth(1).waitFor();
+  await page.getByText("Settings of broker 1").click();
+  await page.getByRole("table", { name: "Settings of broker 1" }).getByText("max_request_bytes").waitFor();
+  await none(page.getByText("cluster_secret"), "a secret setting");
   await shot("brokers");
 });
 
@@ -309,6 +336,17 @@ await step("service account and an API key shown once", async () => {
   if ((await accountName.inputValue()) !== account) await accountName.fill(account);
   await page.getByRole("button", { name: "Create" }).click();
   await page.getByRole("table", { name: "Service accounts" }).getByText("e2e-sa-", { exact: false }).first().waitFor();
+  // guard rail: the console's own account cannot be deleted or deactivated, here or by the API
+  const consoleRow = page.getByRole("table", { name: "Service accounts" }).getByRole("row").filter({ hasText: "sluice-console" });
+  if (!(await consoleRow.getByRole("button", { name: "Delete" }).isDisabled())) throw new Error("console account's Delete is enabled");
+  if (!(await consoleRow.getByRole("button", { name: "Deactivate" }).isDisabled())) throw new Error("console account's Deactivate is enabled");
+  await expectVisible(consoleRow.getByText("Protected:", { exact: false }));
+  const listed = await callApi(page, "GET", "/api/v1/service-accounts/");
+  const consoleAccount = listed.doc.find((a) => a.name === "sluice-console");
+  for (const [method, body] of [["DELETE", undefined], ["PATCH", { is_active: false }]]) {
+    const r = await callApi(page, method, `/api/v1/service-accounts/${consoleAccount.id}`, body);
+    if (r.status !== 409 || r.doc?.error_code !== "PROTECTED_SERVICE_ACCOUNT") throw new Error(`${method} answered ${r.status} ${JSON.stringify(r.doc)}`);
+  }
   await shot("service-accounts");
   await page.getByRole("link", { name: "API keys" }).click();
   const sa = page.getByLabel("Service account");
@@ -322,6 +360,20 @@ await step("service account and an API key shown once", async () => {
   await shot("api-key-created");
   await page.getByRole("button", { name: "I have stored it" }).click();
   if ((await page.getByTestId("new-key").count()) !== 0) throw new Error("secret still shown");
+  // "last used" follows use on the brokers: the console's key is only ever used there
+  // (the brokers send the keys used with their heartbeats; the list polls on reload)
+  const keys = page.getByRole("table", { name: "API keys" });
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const accounts = await columnTexts(keys, "Service account");
+    const used = await columnTexts(keys, "Last used");
+    const i = accounts.findIndex((a) => a.includes("sluice-console"));
+    if (i >= 0 && /^\d{4}-\d{2}-\d{2} /.test(used[i])) break;
+    if (Date.now() > deadline) throw new Error(`console key last used: ${i >= 0 ? used[i] : "no console key row"}`);
+    await page.waitForTimeout(2000);
+    await page.reload();
+    await keys.waitFor();
+  }
 });
 
 await step("ACLs, quotas and the audit log", async () => {
@@ -333,6 +385,10 @@ await step("ACLs, quotas and the audit log", async () => {
   await shot("acls");
   await page.getByRole("link", { name: "Quotas" }).click();
   await page.getByRole("table", { name: "Quotas" }).waitFor();
+  // the organisation's use beside its limits: topics and partitions counted, storage measured
+  const orgRow = page.getByRole("table", { name: "Quotas" }).getByRole("row").filter({ hasText: "the organisation" });
+  await orgRow.getByText(/^\d[\d,]* used/).first().waitFor();
+  await orgRow.getByText(/ (B|KiB|MiB|GiB) used/).first().waitFor();
   await shot("quotas");
   await page.getByRole("link", { name: "Audit log" }).click();
   await page.getByRole("table", { name: "Audit events" }).getByText("topic.create").first().waitFor();

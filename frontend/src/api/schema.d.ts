@@ -881,7 +881,7 @@ export interface components {
             created_by: string;
             /**
              * Format: date-time
-             * @description about a minute's accuracy
+             * @description its last use on the API or any broker, to about a minute (brokers report the keys used with their heartbeats)
              */
             last_used_at: string | null;
             /** Format: date-time */
@@ -911,7 +911,7 @@ export interface components {
             created_by: string;
             /**
              * Format: date-time
-             * @description about a minute's accuracy
+             * @description its last use on the API or any broker, to about a minute (brokers report the keys used with their heartbeats)
              */
             last_used_at: string | null;
             /** Format: date-time */

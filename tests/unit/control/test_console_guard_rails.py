@@ -15,6 +15,7 @@ from backend.cluster.models import Broker
 from backend.console import credentials
 from backend.keys.models import ApiKey
 from backend.keys.services import api_keys_used
+from backend.keys.tokens import broker_key_id
 from backend.tenancy import roles
 from backend.tenancy.models import ServiceAccount
 
@@ -59,12 +60,14 @@ def test_keys_used_on_brokers_update_last_used_once_a_minute(world):
     key = world.a.keys[roles.MEMBER].api_key
     other = world.b.keys[roles.MEMBER].api_key
     assert ApiKey.objects.get(pk=key.pk).last_used_at is None
-    assert api_keys_used(key_ids=[key.key_id, "static-key", "nosuchkey"]) == 1
+    # the brokers name keys as their bearer parser sees them: slk_<key_id>
+    used = broker_key_id(key.key_id)
+    assert api_keys_used(key_ids=[key.key_id, "static-key", "slk_nosuchkey", used]) == 1
     first = ApiKey.objects.get(pk=key.pk).last_used_at
     assert first is not None and timezone.now() - first < timedelta(seconds=5)
-    assert api_keys_used(key_ids=[key.key_id]) == 0  # within the minute: no write
+    assert api_keys_used(key_ids=[used]) == 0  # within the minute: no write
     ApiKey.objects.filter(pk=key.pk).update(last_used_at=first - timedelta(seconds=61))
-    assert api_keys_used(key_ids=[key.key_id]) == 1
+    assert api_keys_used(key_ids=[used]) == 1
     assert ApiKey.objects.get(pk=other.pk).last_used_at is None  # not named, not touched
 
     # through a broker's heartbeat
@@ -73,7 +76,7 @@ def test_keys_used_on_brokers_update_last_used_once_a_minute(world):
     broker.credentials(HTTP_AUTHORIZATION=f"Cluster {settings.SLUICE_CLUSTER_SECRET}")
     r = broker.post(
         "/internal/v1/brokers/heartbeat",
-        {"broker_id": 1, "metadata_version": 1, "keys_used": [other.key_id]},
+        {"broker_id": 1, "metadata_version": 1, "keys_used": [broker_key_id(other.key_id)]},
         format="json",
     )
     assert r.status_code == 200, r.content
