@@ -42,6 +42,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, checkpoint, interval, available_now, wait, **options) -> None:
+        logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per Spark callback
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
