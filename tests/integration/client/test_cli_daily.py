@@ -1,0 +1,98 @@
+"""The ``sluice`` CLI for daily use against real brokers: ``topics describe`` asks each
+partition's leader for its offsets and shows ISR and overridden configs; counts read right in
+the singular; a ``--url`` that is some other HTTP server is named as such; the output in a
+pipe stays plain (no progress line, no colour codes)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.client.test_cli import sluice
+from tests.integration.conftest import free_port
+from tests.integration.groups.conftest import http_json, start_cluster
+
+
+@pytest.fixture
+def not_a_broker() -> Iterator[str]:
+    """A plain static-file HTTP server on loopback: answers, but is no broker."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(url, timeout=1).close()
+                break
+            time.sleep(0.05)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_describe_asks_each_leader_and_shows_isr(broker_factory):
+    topics = {"spread": (3, {"retention.ms": "3600000"})}
+    cluster = start_cluster(broker_factory, topics)
+    first = cluster[0]
+    for partition, count in ((0, 2), (1, 3), (2, 5)):  # each led by a different broker
+        done = sluice(
+            first, "produce", "spread", "--partition", str(partition), stdin=b"x\n" * count
+        )
+        assert done.returncode == 0, done.stderr
+    out = sluice(first, "topics", "describe", "spread", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["configs"] == {"retention.ms": "3600000"}
+    rows = {p["partition"]: p for p in doc["partitions"]}
+    # broker 1's own metadata has no offsets for the partitions it does not lead
+    _, meta = http_json("GET", first.url + "/sluice/v1/metadata", key=first.api_key)
+    own = {p["partition"]: p["high_watermark"] for p in meta["topics"][0]["partitions"]}
+    assert own[0] == 2 and own[1] is None and own[2] is None, own
+    assert {p: rows[p]["high_watermark"] for p in rows} == {0: 2, 1: 3, 2: 5}
+    assert {p: rows[p]["log_start_offset"] for p in rows} == {0: 0, 1: 0, 2: 0}
+    assert {p: rows[p]["leader_url"] for p in rows} == {i: cluster[i].url for i in range(3)}
+    for p in rows.values():
+        assert p["isr"] and set(p["isr"]) <= set(p["replicas"]) and "error" not in p
+
+    table = sluice(first, "topics", "describe", "spread")
+    text = table.stdout.decode()
+    assert table.returncode == 0 and "isr" in text and "high watermark" in text
+    assert "configs overridden: retention.ms=3600000" in text
+    assert "\x1b[" not in text, "no terminal codes in a pipe"
+
+
+def test_describe_of_a_topic_without_overrides_says_so(client_broker):
+    out = sluice(client_broker, "topics", "describe", "cli-json")
+    assert out.returncode == 0, out.stderr
+    assert b"configs overridden: none" in out.stdout
+
+
+def test_counts_are_singular_and_plural_and_the_pipe_stays_plain(client_broker):
+    one = sluice(client_broker, "produce", "cli-ts", stdin=b"only\n")
+    assert one.returncode == 0 and one.stderr == b"produced 1 record to cli-ts\n"
+    two = sluice(client_broker, "produce", "cli-ts", stdin=b"a\nb\n")
+    assert two.stderr == b"produced 2 records to cli-ts\n"
+    out = sluice(client_broker, "consume", "cli-ts", "--format", "json", "--timeout", "10s")
+    assert out.returncode == 0 and out.stderr == b""
+    values = [json.loads(line)["value"] for line in out.stdout.splitlines()]
+    assert values[-3:] == ["only", "a", "b"]
+
+
+def test_a_url_that_is_not_a_broker_is_named(not_a_broker):
+    out = sluice(None, "--url", not_a_broker, "topics", "list")
+    assert out.returncode == 1
+    message = out.stderr.decode()
+    assert f"{not_a_broker} answers HTTP but is not a Sluice broker" in message, message
+    assert "such as http://127.0.0.1:9092" in message and "Traceback" not in message
