@@ -171,6 +171,11 @@ class ConsoleBrokersApi(TenantAPIView):
         operation_id="console_brokers",
         tags=TAGS,
         responses={200: ConsoleBrokerSerializer(many=True), **errors()},
+        description="Every broker: registry and liveness, the whole cluster's partition, "
+        "leader and under-replicated counts per broker (names only of your partitions), and "
+        "what each live broker says of itself (version, uptime, disk per log directory, "
+        "settings); info is null with info_error 'down: ...' or 'unreachable: ...' when it "
+        "could not be read.",
     )
     def get(self, request):
         return Response(

@@ -252,7 +252,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description Base of every tenant-scoped view: readers read, members write. */
+        /** @description Every broker: registry and liveness, the whole cluster's partition, leader and under-replicated counts per broker (names only of your partitions), and what each live broker says of itself (version, uptime, disk per log directory, settings); info is null with info_error 'down: ...' or 'unreachable: ...' when it could not be read. */
         get: operations["console_brokers"];
         put?: never;
         post?: never;
