@@ -24,10 +24,11 @@ class KeyUseLog:
             self._used.add(key_id)
 
     def drain(self, now: float | None = None) -> list[str]:
-        """Key ids used since the last drain and not sent within the resolution."""
+        """Key ids used and not sent since, whose last sending is a resolution ago; a key
+        used again sooner is kept for the first heartbeat after its minute."""
         now = time.monotonic() if now is None else now
         due = sorted(k for k in self._used if now - self._sent.get(k, -1e18) >= self.resolution_s)
-        self._used.clear()
+        self._used.difference_update(due)  # the others wait until their minute is over
         for k in due:
             self._sent[k] = now
         if len(self._sent) > 4 * len(due) + 1024:  # forget keys not sent for a while

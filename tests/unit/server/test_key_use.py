@@ -16,11 +16,12 @@ def test_keys_are_sent_once_per_resolution():
     assert log.drain(now=2) == []  # nothing used since
     log.note("a")
     log.note("c")
-    assert log.drain(now=30) == ["c"]  # a was sent 30 s ago
-    log.note("a")
-    assert log.drain(now=61) == ["a"]
-    log.note("b")  # used at 61, after its minute: sent
-    assert log.drain(now=62) == ["b"]
+    assert log.drain(now=30) == ["c"]  # a was sent 30 s ago: it waits
+    assert log.drain(now=59) == []
+    assert log.drain(now=61) == ["a"]  # its use at 30 is sent once its minute is over
+    assert log.drain(now=130) == []  # and only once
+    log.note("b")
+    assert log.drain(now=131) == ["b"]
 
 
 def test_a_failed_heartbeat_puts_its_keys_back():
