@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import pty
 import subprocess
 import sys
 import time
@@ -96,3 +98,32 @@ def test_a_url_that_is_not_a_broker_is_named(not_a_broker):
     message = out.stderr.decode()
     assert f"{not_a_broker} answers HTTP but is not a Sluice broker" in message, message
     assert "such as http://127.0.0.1:9092" in message and "Traceback" not in message
+
+
+def test_progress_line_is_drawn_on_a_terminal_stderr_only(client_broker, tmp_path):
+    done = sluice(client_broker, "produce", "cli-bench", stdin=b"p\n" * 3000)
+    assert done.returncode == 0, done.stderr
+    controller, terminal = pty.openpty()
+    out_path = tmp_path / "records.txt"
+    with out_path.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "brokernodes.cli", "consume", "cli-bench", "-n", "3000"],
+            stdout=out,
+            stderr=terminal,
+            env={
+                **os.environ,
+                "SLUICE_URL": client_broker.url,
+                "SLUICE_API_KEY": client_broker.api_key,
+                "TERM": "xterm",
+            },
+        )
+        os.close(terminal)
+        drawn = b""
+        with contextlib.suppress(OSError):  # EIO once the process has closed the terminal
+            while chunk := os.read(controller, 4096):
+                drawn += chunk
+        proc.wait(timeout=60)
+    os.close(controller)
+    assert proc.returncode == 0, drawn
+    assert len(out_path.read_bytes().splitlines()) == 3000  # the records file stays plain
+    assert b"consume cli-bench" in drawn and b"records" in drawn, drawn
