@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from brokernodes.cli_text import plural
 from brokernodes.client.control import ControlPlane
 
 OPERATIONS = (
@@ -139,8 +140,9 @@ def run_topic_admin(args: argparse.Namespace) -> int:
         return 0
     configs = ", ".join(f"{k}={v}" for k, v in sorted((topic.get("configs") or {}).items()))
     print(
-        f"{verb} topic {topic['name']} (id {topic['topic_id']}): {topic['partitions']} "
-        f"partitions, replication factor {topic['replication_factor']}"
+        f"{verb} topic {topic['name']} (id {topic['topic_id']}): "
+        f"{plural(int(topic['partitions']), 'partition')}, "
+        f"replication factor {topic['replication_factor']}"
         + (f"; configs {configs}" if configs else "")
     )
     return 0
