@@ -91,27 +91,37 @@ async def describe_topic(urls: str, api_key: str | None, topic: str) -> dict[str
 
 
 def render(described: dict[str, Any]) -> None:
-    """A table per partition, then the overridden configs (or that there are none)."""
+    """A table per partition; below it the partitions whose leader did not answer, what the
+    ``*`` marks, and the overridden configs (or that there are none)."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"topic {described['name']} ({described['topic_id']})")
     for column in ("partition", "leader", "replicas", "isr", "log start", "high watermark"):
         table.add_column(column, justify="left" if column == "leader" else "right")
+    notes = []
     for p in described["partitions"]:
-        leader = "none" if p["leader"] is None else f"{p['leader']} {p['leader_url'] or ''}"
-        isr = ",".join(map(str, p["isr"]))
-        if p["under_replicated"]:
-            isr += " (under-replicated)"
+        leader = "none"
+        if p["leader"] is not None:
+            where = (p["leader_url"] or "").removeprefix("http://").removeprefix("https://")
+            leader = f"{p['leader']} {where}".strip()
+        isr = ",".join(map(str, p["isr"])) + (" *" if p["under_replicated"] else "")
         if "error" in p:
-            start, hw = p["error"], ""
-        else:
-            start, hw = str(p["log_start_offset"]), str(p["high_watermark"])
+            notes.append(f"partition {p['partition']}: {p['error']}")
         table.add_row(
-            str(p["partition"]), leader.strip(), ",".join(map(str, p["replicas"])), isr, start, hw
+            str(p["partition"]),
+            leader,
+            ",".join(map(str, p["replicas"])),
+            isr,
+            "?" if p["log_start_offset"] is None else str(p["log_start_offset"]),
+            "?" if p["high_watermark"] is None else str(p["high_watermark"]),
         )
     console = Console()
     console.print(table)
+    for note in notes:
+        console.print(note, markup=False, highlight=False)
+    if any(p["under_replicated"] for p in described["partitions"]):
+        console.print("* under-replicated: the ISR is smaller than the replicas")
     configs = described["configs"]
     if configs:
         console.print(

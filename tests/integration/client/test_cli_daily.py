@@ -74,6 +74,16 @@ def test_describe_asks_each_leader_and_shows_isr(broker_factory):
     assert "configs overridden: retention.ms=3600000" in text
     assert "\x1b[" not in text, "no terminal codes in a pipe"
 
+    # a leader that does not answer costs its own row only
+    cluster[1].kill()
+    down = sluice(first, "topics", "describe", "spread", "--format", "json")
+    assert down.returncode == 0, down.stderr
+    rows = {p["partition"]: p for p in json.loads(down.stdout)["partitions"]}
+    assert rows[0]["high_watermark"] == 2 and rows[2]["high_watermark"] == 5
+    assert rows[1]["high_watermark"] is None and cluster[1].url in rows[1]["error"]
+    table = sluice(first, "topics", "describe", "spread")
+    assert "partition 1: " in table.stdout.decode() and table.returncode == 0
+
 
 def test_describe_of_a_topic_without_overrides_says_so(client_broker):
     out = sluice(client_broker, "topics", "describe", "cli-json")
