@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from brokernodes.cli_text import format_duration
 from brokernodes.client.group_consumer import AsyncGroupAdmin
 
 STRATEGIES = {
@@ -55,6 +56,10 @@ def add_groups_command(commands: argparse._SubParsersAction) -> None:
     reset.add_argument("--format", choices=("text", "json"), default="text")
     delete = actions.add_parser("delete", help="delete an inactive group and its offsets")
     delete.add_argument("group")
+
+
+def _ms(value: int | None) -> str | None:
+    return None if value is None else format_duration(value / 1000)
 
 
 def _dash(v: Any) -> str:
@@ -111,7 +116,7 @@ async def _run(args: argparse.Namespace) -> int:
             _table(
                 f"group {d['group_id']} ({d['state']}, coordinator {d['coordinator']}, "
                 f"total lag {d['total_lag']})",
-                ["topic", "partition", "committed", "log end", "lag", "time lag ms", "member"],
+                ["topic", "partition", "committed", "log end", "lag", "time lag", "member"],
                 [
                     [
                         r["topic"],
@@ -119,7 +124,7 @@ async def _run(args: argparse.Namespace) -> int:
                         r["committed_offset"],
                         r["log_end_offset"],
                         r["lag"],
-                        r["time_lag_ms"],
+                        _ms(r["time_lag_ms"]),
                         owners.get((r["topic"], r["partition"])),
                     ]
                     for r in d["offsets"]
