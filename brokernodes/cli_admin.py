@@ -105,7 +105,12 @@ def add_acls_command(commands: argparse._SubParsersAction) -> None:
 
 
 def control_plane(args: argparse.Namespace) -> ControlPlane:
-    return ControlPlane(args.control_plane, args.api_key)
+    """The control plane at ``--control-plane``; the API URL ``make up`` prints
+    (``.../api/v1/``) is taken as the control plane's base URL too."""
+    url = args.control_plane
+    if url:
+        url = url.rstrip("/").removesuffix("/api/v1")
+    return ControlPlane(url, args.api_key)
 
 
 def run_topic_admin(args: argparse.Namespace) -> int:

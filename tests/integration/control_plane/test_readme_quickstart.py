@@ -94,7 +94,8 @@ def test_the_readme_quickstart_cli_lines_work_on_make_up(tmp_path: Path):
         wait_for("make up's runner", up, timeout=120)
         state = json.loads(state_file.read_text())
         cp_url = state["api_url"].removesuffix("/api/v1/")
-        script = _script(quickstart_lines(), state["rest_url"], cp_url, state["api_key"])
+        # the URLs as make up prints them: REST: a broker, API: the control plane's API
+        script = _script(quickstart_lines(), state["rest_url"], state["api_url"], state["api_key"])
         done = subprocess.run(
             ["bash", "-c", script],
             cwd=ROOT,
