@@ -21,6 +21,7 @@ assigned partition's position at that partition's high watermark (asked of its l
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import time
 from collections.abc import Callable
@@ -84,10 +85,8 @@ async def consume_group(
         heartbeat_interval_ms=1000,
     )
     admin = AsyncAdmin(args.url, args.api_key, request_timeout_ms=15_000)
-    written = 0
     began = time.monotonic()
-    deadline = began + args.timeout if args.timeout else None
-    last_assignment = began
+    interrupted: asyncio.CancelledError | None = None
     try:
         metadata = await admin.describe_cluster()
         check_cluster(args, metadata)
@@ -99,44 +98,62 @@ async def consume_group(
             args.max_records,
             records_on_stdout=True,
         ) as bar:
-            while True:
-                wait = 0.5
-                if deadline is not None:
-                    wait = min(wait, deadline - time.monotonic())
-                    if wait <= 0:
-                        break
-                wanted = None if args.max_records is None else args.max_records - written
-                records = await consumer.poll(wait, max_records=wanted)
-                for record in records:
-                    out.write(format_record(record))
-                out.flush()
-                written += len(records)
-                bar.advance(len(records))
-                if args.max_records is not None and written >= args.max_records:
-                    break
-                owned = consumer.assignment()
-                if owned:
-                    last_assignment = time.monotonic()
-                if records or args.follow:
-                    continue
-                if not owned:
-                    if time.monotonic() - last_assignment > NO_ASSIGNMENT_GIVE_UP_S:
-                        say(f"group {args.group}: no partitions assigned; stopping")
-                        break
-                    continue
-                if await _caught_up(consumer, admin, owned):
-                    break
+            try:
+                await _consume(args, consumer, admin, format_record, out, bar, say)
+            except asyncio.CancelledError as exc:  # Ctrl-C: asyncio.run cancels the task
+                interrupted = exc
         await consumer.commit()
         committed = await consumer.committed(consumer.assignment())
     finally:
         await consumer.close()
         await admin.close()
-    elapsed = time.monotonic() - began
     say(
-        f"consumed {plural(written, 'record')} in {format_duration(elapsed)} as group "
-        f"{args.group}; committed {_offsets_text(committed)}"
+        f"consumed {plural(bar.done, 'record')} in {format_duration(time.monotonic() - began)} "
+        f"as group {args.group}; committed {_offsets_text(committed)}"
     )
+    if interrupted is not None:
+        raise interrupted  # the run ends as interrupted (exit code 130)
     return 0
+
+
+async def _consume(
+    args: argparse.Namespace,
+    consumer: AsyncGroupConsumer,
+    admin: AsyncAdmin,
+    format_record: Callable[[Any], bytes],
+    out: BinaryIO,
+    bar: RecordProgress,
+    say: Callable[[str], None],
+) -> None:
+    """Poll, print and flush until a stop condition; ``bar.done`` counts what was printed."""
+    deadline = time.monotonic() + args.timeout if args.timeout else None
+    last_assignment = time.monotonic()
+    while True:
+        wait = 0.5
+        if deadline is not None:
+            wait = min(wait, deadline - time.monotonic())
+            if wait <= 0:
+                return
+        wanted = None if args.max_records is None else args.max_records - bar.done
+        records = await consumer.poll(wait, max_records=wanted)
+        for record in records:
+            out.write(format_record(record))
+        out.flush()
+        bar.advance(len(records))
+        if args.max_records is not None and bar.done >= args.max_records:
+            return
+        owned = consumer.assignment()
+        if owned:
+            last_assignment = time.monotonic()
+        if records or args.follow:
+            continue
+        if not owned:
+            if time.monotonic() - last_assignment > NO_ASSIGNMENT_GIVE_UP_S:
+                say(f"group {args.group}: no partitions assigned; stopping")
+                return
+            continue
+        if await _caught_up(consumer, admin, owned):
+            return
 
 
 async def _caught_up(

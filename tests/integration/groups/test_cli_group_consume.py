@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -100,6 +101,7 @@ def test_two_consumers_in_a_group_share_the_partitions_and_commit(broker_factory
     # each says what it was given, and Ctrl-C ends it as an interruption
     for _, err in outs:
         assert b"assigned" in err and b"interrupted" in err
+        assert re.search(rb"consumed [\d,]+ records? in .* as group cli-shared; committed ", err)
 
 
 def test_group_consume_starts_at_the_committed_offsets_and_commits_what_it_printed(
