@@ -137,3 +137,14 @@ def test_progress_line_is_drawn_on_a_terminal_stderr_only(client_broker, tmp_pat
     assert proc.returncode == 0, drawn
     assert len(out_path.read_bytes().splitlines()) == 3000  # the records file stays plain
     assert b"consume cli-bench" in drawn and b"records" in drawn, drawn
+
+
+def test_consume_reads_several_topics_without_a_group(client_broker):
+    for topic, values in (("cli-json", b"j1\n"), ("cli-text", b"t1\n")):
+        assert sluice(client_broker, "produce", topic, stdin=values).returncode == 0
+    out = sluice(client_broker, "consume", "cli-json", "cli-text", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    seen = {(r["topic"], r["value"]) for r in map(json.loads, out.stdout.splitlines())}
+    assert {("cli-json", "j1"), ("cli-text", "t1")} <= seen
+    both = sluice(client_broker, "consume", "cli-json", "cli-text", "--partition", "0")
+    assert both.returncode == 2 and b"--partition needs a single topic" in both.stderr
