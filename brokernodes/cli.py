@@ -8,7 +8,8 @@
     sluice consume TOPIC...         records to stdout (--group G: as a group member, committing)
     sluice bench produce|consume|e2e TOPIC
 
-Connection settings come from ``--url`` / ``SLUICE_URL`` and ``--api-key`` /
+Connection settings come from ``--url`` / ``SLUICE_URL`` (a broker), ``--control-plane`` /
+``SLUICE_CONTROL_PLANE_URL`` (the control plane, for topic and ACL changes) and ``--api-key`` /
 ``SLUICE_API_KEY`` (never printed). Errors go to stderr as one readable line; the exit code is
 1 for a failed operation, 2 for bad usage, 130 on Ctrl-C.
 
