@@ -59,10 +59,10 @@ def test_parser_reads_connection_settings_from_the_environment(monkeypatch):
     monkeypatch.setenv("SLUICE_URL", "http://b:1")
     monkeypatch.setenv("SLUICE_API_KEY", "id.secret")
     args = build_parser().parse_args(["consume", "t", "--from-beginning", "--format", "json"])
-    assert (args.url, args.api_key, args.topic, args.format) == (
+    assert (args.url, args.api_key, args.topics, args.format) == (
         "http://b:1",
         "id.secret",
-        "t",
+        ["t"],
         "json",
     )
     e2e = build_parser().parse_args(["bench", "e2e", "t"])
