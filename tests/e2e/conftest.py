@@ -84,8 +84,32 @@ class Stack:
         return done.stdout
 
 
-@pytest.fixture(scope="module")
+def browse_script(stack: Stack, script: str, *, timeout: float = 420, **env: str) -> str:
+    """Run the Playwright script ``tests/e2e/<script>`` against ``stack`` signed in as Demo's
+    owner; its output (printed, for the failure report). Fails when the script does."""
+    done = run(
+        ["node", str(ROOT / "tests" / "e2e" / script)],
+        timeout=timeout,
+        env={
+            "SLUICE_URL": stack.url,
+            "SLUICE_USER": stack.state["username"],
+            "SLUICE_PASSWORD": stack.state["password"],
+            "ARTIFACTS": str(ARTIFACTS),
+            "CHROMIUM": CHROMIUM,
+            "TOPIC": stack.state["topic"],
+            "API_KEY": stack.state["api_key"],
+            **env,
+        },
+    )
+    out = done.stdout + done.stderr
+    print(out)
+    assert done.returncode == 0, out[-6000:]
+    return out
+
+
+@pytest.fixture(scope="session")
 def stack(tmp_path_factory) -> Iterator[Stack]:
+    """One stack for every console test module (each brings its own topics and groups)."""
     need_browser()
     shutil.rmtree(ARTIFACTS, ignore_errors=True)  # this run's screenshots only
     tmp = tmp_path_factory.mktemp("console-stack")

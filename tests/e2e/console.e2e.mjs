@@ -5,69 +5,11 @@
 //   REPORT_TOPIC and PEAK_RECORDS (report rows stored for that topic before the run),
 //   READER_USER/READER_PASSWORD (a read-only member of Demo, for the group run) and TOPIC.
 // Prints one line per step; exits non-zero on the first failure (with a screenshot).
-import { chromium } from "playwright-core";
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { URL, callApi, expectVisible, none, openConsole } from "./harness.mjs";
 
-const URL = process.env.SLUICE_URL;
-const ARTIFACTS = process.env.ARTIFACTS;
 const GROUP = process.env.GROUP || "";
 const GROUP_ONLY = process.env.GROUP_ONLY === "1"; // sign in, the group steps, sign out
-mkdirSync(ARTIFACTS, { recursive: true });
-
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"],
-});
-const context = await browser.newContext({ viewport: { width: 1366, height: 800 } });
-const page = await context.newPage();
-page.setDefaultTimeout(15_000);
-const problems = [];
-page.on("console", (m) => {
-  if (m.type() === "error" && /Content Security Policy|Refused to/.test(m.text())) problems.push(`CSP: ${m.text()}`);
-});
-page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-function watch(p) {
-  p.on("console", (m) => {
-    if (m.type() === "error" && /Content Security Policy|Refused to/.test(m.text())) problems.push(`CSP: ${m.text()}`);
-  });
-  p.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-}
-
-let n = 0;
-async function shot(name, p = page) {
-  n += 1;
-  const prefix = GROUP_ONLY ? "groups-" : "";
-  await p.screenshot({ path: join(ARTIFACTS, `${prefix}${String(n).padStart(2, "0")}-${name}.png`), fullPage: true });
-}
-async function step(name, fn) {
-  const t = Date.now();
-  try {
-    await fn();
-    console.log(`ok   ${name} (${Date.now() - t} ms)`);
-  } catch (e) {
-    console.log(`FAIL ${name}: ${e.stack || e}`);
-    await page.screenshot({ path: join(ARTIFACTS, `FAILED-${name.replace(/\W+/g, "-")}.png`), fullPage: true }).catch(() => {});
-    await browser.close();
-    process.exit(1);
-  }
-}
-const expectVisible = (locator) => locator.first().waitFor({ state: "visible" });
-const none = async (locator, what) => {
-  if ((await locator.count()) !== 0) throw new Error(`${what} is shown`);
-};
-// a same-origin API call as the page's signed-in person (session cookie, CSRF header)
-const callApi = (p, method, path, body) =>
-  p.evaluate(async ({ method, path, body }) => {
-    const csrf = (document.cookie.match(/csrftoken=([^;]+)/) || [])[1] || "";
-    const r = await fetch(path, {
-      method,
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return { status: r.status, doc: await r.json().catch(() => null) };
-  }, { method, path, body });
+const { page, newPage, shot, step, finish } = await openConsole({ prefix: GROUP_ONLY ? "groups-" : "" });
 const kib = (text) => /[1-9].* (KiB|MiB)\/s$/.test(text || "");
 const topic = `e2e-${Date.now().toString(36)}`;
 let keyPartition = 0;
@@ -448,10 +390,7 @@ await step("delete the topic with confirmation", async () => {
 
 if (GROUP_ONLY && process.env.READER_USER) {
   const TOPIC = process.env.TOPIC;
-  const ctx2 = await browser.newContext({ viewport: { width: 1366, height: 800 } });
-  const ro = await ctx2.newPage();
-  ro.setDefaultTimeout(15_000);
-  watch(ro);
+  const ro = await newPage();
 
   await step("a read-only member sees no edit actions", async () => {
     await ro.goto(URL + "/");
@@ -505,7 +444,7 @@ if (GROUP_ONLY && process.env.READER_USER) {
     await expectVisible(ro.getByRole("alert").filter({ hasText: "no longer a member of Demo" }));
     await shot("readonly-tail-closed", ro);
   });
-  await ctx2.close();
+  await ro.context().close();
 }
 
 await step("sign out", async () => {
@@ -513,9 +452,4 @@ await step("sign out", async () => {
   await expectVisible(page.getByRole("heading", { name: "Sign in to Sluice" }));
 });
 
-await browser.close();
-if (problems.length) {
-  console.log("FAIL browser reported problems:\n" + problems.join("\n"));
-  process.exit(1);
-}
-console.log(`done: ${n} screenshots in ${ARTIFACTS}`);
+await finish();

@@ -16,9 +16,8 @@ import urllib.request
 
 import pytest
 
-from .conftest import ARTIFACTS, CHROMIUM, ROOT, Stack, run
+from .conftest import ARTIFACTS, Stack, browse_script
 
-SCRIPT = ROOT / "tests" / "e2e" / "console.e2e.mjs"
 GROUP = "e2e-readers"
 
 
@@ -87,26 +86,13 @@ def reports(stack: Stack) -> dict:
 
 
 def browse(stack: Stack, *, group: str = "", group_only: bool = False, **env: str) -> str:
-    done = run(
-        ["node", str(SCRIPT)],
-        timeout=420,
-        env={
-            "SLUICE_URL": stack.url,
-            "SLUICE_USER": stack.state["username"],
-            "SLUICE_PASSWORD": stack.state["password"],
-            "ARTIFACTS": str(ARTIFACTS),
-            "CHROMIUM": CHROMIUM,
-            "GROUP": group,
-            "GROUP_ONLY": "1" if group_only else "0",
-            "TOPIC": stack.state["topic"],
-            "API_KEY": stack.state["api_key"],
-            **env,
-        },
+    return browse_script(
+        stack,
+        "console.e2e.mjs",
+        GROUP=group,
+        GROUP_ONLY="1" if group_only else "0",
+        **env,
     )
-    out = done.stdout + done.stderr
-    print(out)
-    assert done.returncode == 0, out[-6000:]
-    return out
 
 
 def consume_websockets(stack: Stack) -> int:

@@ -89,7 +89,7 @@ def test_not_measured_yet_is_null_not_zero(world):
 
 def test_lag_minutes_upserted_and_served_to_their_tenant_only(world):
     sink = live_services.ControlPlaneSink()
-    first = NOW_MS - 120_000
+    first = MINUTE - 120_000 + 5_000  # minute-aligned: first + 10 s is the same minute
     sink.lag(*_lag(world, first, 3), sampled_ms=first)
     sink.lag(*_lag(world, first + 10_000, 4), sampled_ms=first + 10_000)  # same minute: wins
     sink.lag(*_lag(world, first + 10_000, 4), sampled_ms=first + 10_000)  # written twice
