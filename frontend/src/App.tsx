@@ -1,7 +1,8 @@
-import { NavLink, Navigate, Route, Routes } from "react-router-dom";
+import { Navigate, Route, Routes } from "react-router-dom";
 import { atLeast, useMe, useSignOut, useSwitchOrganisation } from "./api/hooks/auth";
 import { ErrorState, Loading } from "./components/States";
 import { InvitationList } from "./components/Invitations";
+import { MainNav, MenuButton, useCollapsibleNav } from "./components/Navigation";
 import { useAnswerInvitation, useMyInvitations } from "./api/hooks/invitations";
 import { SignIn } from "./pages/SignIn";
 import { Overview } from "./pages/Overview";
@@ -58,9 +59,11 @@ function Shell() {
   const me = useMe().data!;
   const signOut = useSignOut();
   const admin = atLeast(me.role, "admin");
+  const nav = useCollapsibleNav();
   return (
     <div className="shell">
       <header className="topbar">
+        <MenuButton nav={nav} />
         <span className="brand">Sluice</span>
         <OrganisationSwitcher />
         <span className="who">
@@ -70,23 +73,7 @@ function Shell() {
           Sign out
         </button>
       </header>
-      <nav className="sidebar" aria-label="Main">
-        <NavLink to="/" end>Overview</NavLink>
-        <NavLink to="/topics">Topics</NavLink>
-        <NavLink to="/groups">Consumer groups</NavLink>
-        <NavLink to="/brokers">Brokers</NavLink>
-        <NavLink to="/reports">Reports</NavLink>
-        {admin && (
-          <>
-            <span className="nav-heading">Access</span>
-            <NavLink to="/access/service-accounts">Service accounts</NavLink>
-            <NavLink to="/access/api-keys">API keys</NavLink>
-            <NavLink to="/access/acls">ACLs</NavLink>
-            <NavLink to="/access/quotas">Quotas</NavLink>
-            <NavLink to="/access/audit">Audit log</NavLink>
-          </>
-        )}
-      </nav>
+      <MainNav nav={nav} admin={admin} />
       <main className="content">
         <PendingInvitations />
         {!me.organisation ? (
