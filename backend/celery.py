@@ -50,6 +50,14 @@ def _schedule(sender, **kwargs) -> None:
         sender.add_periodic_task(
             seconds, sender.signature("analytics.scheduled_run", args=(job,)), name=f"run {job}"
         )
+    from backend.analytics.live_sampler import interval_s
+
+    if interval_s() > 0:  # the live series when the live job is not running (live_sampler)
+        sender.add_periodic_task(
+            interval_s(),
+            sender.signature("analytics.sample_live", options={"expires": interval_s()}),
+            name="sample live series",
+        )
 
 
 def _filesystem_dirs(**kwargs) -> None:

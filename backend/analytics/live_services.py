@@ -34,17 +34,21 @@ def retention() -> timedelta:
     return timedelta(hours=float(hours))
 
 
-def _stream(name: str, *, measured_from, as_of, keep_earlier: bool) -> None:
-    """Record how far ``name`` is measured (``keep_earlier``: an existing, still retained
-    ``measured_from`` stays: lag samples accumulate across restarts)."""
+def _stream(name: str, *, measured_from, as_of, keep_earlier: bool, source="spark") -> None:
+    """Record how far ``name`` is measured and by whom (``source``: the live job, or the
+    control plane's ``live_sampler``); ``keep_earlier``: an existing, still retained
+    ``measured_from`` stays: lag samples accumulate across restarts."""
     s = LiveStream.objects.select_for_update().filter(name=name).first()
     horizon = timezone.now() - retention()
     if s is None:
-        LiveStream.objects.create(name=name, measured_from=measured_from, as_of=as_of)
+        LiveStream.objects.create(
+            name=name, measured_from=measured_from, as_of=as_of, source=source
+        )
         return
     if not keep_earlier or s.measured_from < horizon:
         s.measured_from = measured_from
     s.as_of = max(s.as_of, as_of)
+    s.source = source
     s.save()
 
 

@@ -323,3 +323,17 @@ class LiveStream(models.Model):
     name = models.CharField(max_length=16, primary_key=True, choices=[(s, s) for s in LIVE_STREAMS])
     measured_from = models.DateTimeField()
     as_of = models.DateTimeField()
+    # who measured it last: the live Spark job ("spark", authoritative) or the control
+    # plane's sampler of the brokers' metrics ("sampler", the fallback; live_sampler.py)
+    source = models.CharField(max_length=8, default="spark")
+
+
+class LiveCounterReading(models.Model):
+    """The control plane's sampler (``live_sampler``): the last reading of one broker's
+    byte and record counters, ``{"<tenant>/<topic>": [records_in, bytes_in,
+    records_out, bytes_out]}``, so the next reading's growth can be spread over the minutes
+    between the two."""
+
+    broker_id = models.IntegerField(primary_key=True)
+    read_at = models.DateTimeField()
+    counters = models.JSONField(default=dict)

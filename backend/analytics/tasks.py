@@ -19,3 +19,11 @@ def scheduled_run(job: str) -> str:
 
     run = run_request(job=job, trigger="schedule", enqueue=False)
     return run_execute(run.id).status
+
+
+@shared_task(name="analytics.sample_live")
+def sample_live() -> dict:
+    """Beat's minute tick: the control plane's sample of the live series (live_sampler)."""
+    from backend.analytics.live_sampler import sample
+
+    return sample()
