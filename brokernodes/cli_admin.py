@@ -43,8 +43,14 @@ class AdminUsageError(ValueError):
 def add_topic_admin_actions(topic_commands: argparse._SubParsersAction) -> None:
     create = topic_commands.add_parser("create", help="create a topic (control plane)")
     create.add_argument("topic")
-    create.add_argument("--partitions", type=int, default=1)
-    create.add_argument("--replication-factor", type=int, default=1)
+    create.add_argument(
+        "--partitions", type=int, help="default: the control plane's (as the console's)"
+    )
+    create.add_argument(
+        "--replication-factor",
+        type=int,
+        help="default: the control plane's, capped by the live brokers (as the console's)",
+    )
     _config_options(create)
     alter = topic_commands.add_parser("alter", help="change a topic's configs (control plane)")
     alter.add_argument("topic")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -11,6 +12,7 @@ from backend.core.schema import errors
 from backend.core.serializers import StrictCharField, StrictSerializer, validate_input
 from backend.tenancy.permissions import TenantAPIView
 from backend.topics import selectors, services
+from backend.topics.config_registry import KINDS, config_definitions
 from backend.topics.configs import effective_configs
 
 TAGS = ["topics"]
@@ -181,3 +183,56 @@ class TopicPartitionsApi(TenantAPIView):
         data = validate_input(self.InputSerializer, request.data)
         topic = services.topic_add_partitions(ctx=self.ctx, topic=topic, **data)
         return Response(topic_data(topic, validate_only=data["validate_only"], detail=True))
+
+
+class ConfigDefinitionSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(
+        choices=list(KINDS),
+        help_text="enum: one of choices; boolean: true/false; duration: milliseconds; size: "
+        "bytes; count: a whole number; ratio: 0 to 1",
+    )
+    unit = serializers.CharField(allow_null=True, help_text="ms, bytes, messages or replicas")
+    description = serializers.CharField()
+    default = serializers.CharField(help_text="the value when the topic has no override")
+    choices = serializers.ListField(child=serializers.CharField())
+    special = serializers.DictField(
+        child=serializers.CharField(), help_text="values with a meaning of their own (-1: no limit)"
+    )
+    minimum = serializers.CharField(allow_null=True)
+    maximum = serializers.CharField(allow_null=True)
+
+
+class CreateDefaultSerializer(serializers.Serializer):
+    default = serializers.IntegerField()
+    maximum = serializers.IntegerField()
+
+
+class TopicConfigDefinitionsOutputSerializer(serializers.Serializer):
+    partitions = CreateDefaultSerializer(help_text="a create without partitions gets the default")
+    replication_factor = CreateDefaultSerializer(
+        help_text="a create without one gets the default (the CLI sends none); the maximum is "
+        "capped by the live brokers"
+    )
+    configs = ConfigDefinitionSerializer(many=True)
+
+
+class TopicConfigDefinitionsApi(TenantAPIView):
+    @extend_schema(
+        operation_id="topic_config_definitions",
+        tags=TAGS,
+        description="What a new topic gets by default, and every accepted config's kind, "
+        "unit, bounds, choices, default and description (docs/topic-configs.md).",
+        responses={200: TopicConfigDefinitionsOutputSerializer},
+    )
+    def get(self, request):
+        rf_default, rf_max = services.replication_factor_bounds()
+        data = {
+            "partitions": {
+                "default": settings.SLUICE_DEFAULT_PARTITIONS,
+                "maximum": settings.SLUICE_MAX_PARTITIONS_PER_TOPIC,
+            },
+            "replication_factor": {"default": rf_default, "maximum": rf_max},
+            "configs": config_definitions(max_message_bytes=settings.SLUICE_MAX_MESSAGE_BYTES),
+        }
+        return Response(TopicConfigDefinitionsOutputSerializer(data).data)

@@ -65,6 +65,13 @@ def _max_rf() -> int:
     return min(cap, live) if live else cap
 
 
+def replication_factor_bounds() -> tuple[int, int]:
+    """(default, maximum) replication factor of a new topic: the default is what a create
+    without one gets, so the console and the CLI (which sends none) agree."""
+    cap = _max_rf()
+    return min(settings.SLUICE_DEFAULT_REPLICATION_FACTOR, cap), cap
+
+
 @transaction.atomic
 def topic_create(
     *,
@@ -78,7 +85,7 @@ def topic_create(
     org = ctx.organisation
     partitions = settings.SLUICE_DEFAULT_PARTITIONS if partitions is None else partitions
     if replication_factor is None:
-        replication_factor = min(settings.SLUICE_DEFAULT_REPLICATION_FACTOR, _max_rf())
+        replication_factor = replication_factor_bounds()[0]
     errors: dict[str, list[str]] = {}
     if name_errors := topic_name_errors(name):
         errors["name"] = name_errors

@@ -69,19 +69,23 @@ class ControlPlane:
     def create_topic(
         self,
         name: str,
-        partitions: int = 1,
-        replication_factor: int = 1,
+        partitions: int | None = None,
+        replication_factor: int | None = None,
         configs: dict[str, str] | None = None,
         *,
         validate_only: bool = False,
     ) -> dict[str, Any]:
-        body = {
+        """Create a topic; partitions or replication factor left out get the control plane's
+        defaults (``GET /api/v1/topic-config-definitions`` says which)."""
+        body: dict[str, Any] = {
             "name": name,
-            "partitions": partitions,
-            "replication_factor": replication_factor,
             "configs": {k: str(v) for k, v in (configs or {}).items()},
             "validate_only": validate_only,
         }
+        if partitions is not None:
+            body["partitions"] = partitions
+        if replication_factor is not None:
+            body["replication_factor"] = replication_factor
         return self._call("POST", "topics/", body)
 
     def alter_topic_configs(

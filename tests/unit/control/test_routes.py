@@ -268,6 +268,7 @@ ROUTES: dict[str, Route] = {
         _u("topics"),
         body=lambda w, m: {"name": "fresh-topic", "partitions": 1, "replication_factor": 1},
     ),
+    "topic-config-definitions": Route(TENANT, ("GET",), _u("topic-config-definitions")),
     "topic-detail": Route(
         TENANT,
         ("GET", "PATCH", "DELETE"),
