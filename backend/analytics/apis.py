@@ -281,22 +281,40 @@ class RetentionReportApi(TenantAPIView):
         operation_id="reports_retention",
         tags=TAGS,
         description="Per partition, from the last retention run: stored bytes and segments, "
-        "the oldest segment's newest record, and what retention deletes within 1, 6, 24 h.",
+        "the oldest segment's newest record, and what retention deletes within 1, 6, 24 h. "
+        "`as_of`: when that run finished (null: no run yet, so sizes are not measured yet).",
         responses={
-            200: _rows(
-                "RetentionReport",
-                {
-                    **{f: serializers.IntegerField() for f in RETENTION_FIELDS},
-                    "topic": serializers.CharField(),
-                    "oldest_ts": serializers.DateTimeField(allow_null=True),
+            200: inline_serializer(
+                name="RetentionReport",
+                fields={
+                    "rows": serializers.ListField(
+                        child=inline_serializer(
+                            name="RetentionReportRow",
+                            fields={
+                                **{f: serializers.IntegerField() for f in RETENTION_FIELDS},
+                                "topic": serializers.CharField(),
+                                "oldest_ts": serializers.DateTimeField(allow_null=True),
+                            },
+                        )
+                    ),
+                    "as_of": serializers.DateTimeField(
+                        allow_null=True, help_text="when the run these rows come from finished"
+                    ),
                 },
             ),
             **errors(),
         },
     )
     def get(self, request):
-        rows = selectors.retention_rows(organisation=self.organisation)
-        return Response({"rows": [{f: getattr(r, f) for f in RETENTION_FIELDS} for r in rows]})
+        rows = list(selectors.retention_rows(organisation=self.organisation))
+        finished = [r.run.finished_at or r.run.started_at for r in rows if r.run]
+        finished = [t for t in finished if t is not None]
+        return Response(
+            {
+                "rows": [{f: getattr(r, f) for f in RETENTION_FIELDS} for r in rows],
+                "as_of": max(finished, default=None),
+            }
+        )
 
 
 USAGE_FIELDS = (

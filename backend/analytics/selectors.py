@@ -66,7 +66,11 @@ def throughput_rows(
 
 
 def retention_rows(*, organisation) -> QuerySet[RetentionRow]:
-    return RetentionRow.objects.filter(organisation=organisation).order_by("topic", "partition")
+    return (
+        RetentionRow.objects.filter(organisation=organisation)
+        .select_related("run")
+        .order_by("topic", "partition")
+    )
 
 
 def usage_rows(*, organisation, granularity: str = "hour", days: float = 7) -> QuerySet[UsageRow]:
