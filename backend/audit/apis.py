@@ -7,9 +7,16 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from backend.audit import selectors
+from backend.audit.describe import changes, object_name
 from backend.core.schema import errors
 from backend.core.serializers import StrictSerializer, validate_input
 from backend.tenancy.permissions import AdminAPIView
+
+
+class ChangeSerializer(serializers.Serializer):
+    field = serializers.CharField(help_text="dotted path, e.g. configs.retention.ms")
+    before = serializers.JSONField(allow_null=True, help_text="null: absent before")
+    after = serializers.JSONField(allow_null=True, help_text="null: absent after")
 
 
 class AuditEventOutputSerializer(serializers.Serializer):
@@ -24,6 +31,10 @@ class AuditEventOutputSerializer(serializers.Serializer):
     user_agent = serializers.CharField()
     before = serializers.JSONField(allow_null=True)
     after = serializers.JSONField(allow_null=True)
+    object_name = serializers.CharField(
+        allow_null=True, help_text="the topic's, group's, account's... name; null: not known"
+    )
+    changes = ChangeSerializer(many=True, help_text="what differs between before and after")
 
 
 class AuditPageSerializer(serializers.Serializer):
@@ -54,6 +65,17 @@ class AuditEventListApi(AdminAPIView):
         return Response(
             {
                 "count": events.count(),
-                "results": AuditEventOutputSerializer(page, many=True).data,
+                "results": AuditEventOutputSerializer(
+                    [_described(e) for e in page], many=True
+                ).data,
             }
         )
+
+
+def _described(event) -> dict:
+    """The event's fields with its object's name and what changed."""
+    computed = ("object_name", "changes")
+    data = {f: getattr(event, f) for f in AuditEventOutputSerializer().fields if f not in computed}
+    data["object_name"] = object_name(event.object_type, event.object_id, event.before, event.after)
+    data["changes"] = changes(event.before, event.after)
+    return data
