@@ -2,15 +2,16 @@
 
 Every figure is measured in the same run as its peer (../shared/BENCH.md):
 
-- ``produce.prebuilt.records_per_s``: pre-built RecordBatch v2 bodies (16 KiB batches of
-  100-byte values, one batch per request) POSTed over 8 pipelined keep-alive connections,
-  acks=1. Peer: ``redis-benchmark`` XADD of 100-byte values, ``-P 64``; alternating rounds,
-  the median round of each side.
+- ``produce.prebuilt.records_per_s``, the broker's ingest ceiling: one pre-built RecordBatch
+  v2 body with no producer id (16 KiB batches of 100-byte values, one batch per request)
+  POSTed over and over on 8 pipelined keep-alive connections (bench/pipelined.py), acks=1;
+  producers with ids and sequences are bench/idempotent.py's. Peer: ``redis-benchmark``
+  XADD of 100-byte values, ``-P 64``; alternating rounds, the median round of each side.
 - ``produce.sdk.records_per_s``: the SDK producer, keyed 100-byte records, acks=1.
   Peer: redis-py pipelined XADD, 1000 per round trip; alternating rounds, the median round
   of each side.
 - ``produce.json_rest.records_per_s``: v3 ``records:batch`` JSON, 100 records per request,
-  concurrent clients. Peer: redis-py pipelined XADD.
+  concurrent clients. Peer: redis-py pipelined XADD; alternating rounds.
 - ``fetch.zero_copy.mb_per_s``: binary fetches of a page-cached partition by one consumer
   that sends its next fetch when a response's head arrives (``Sluice-Next-Offset``).
   Peer: raw ``os.sendfile`` of the same segment file to a loopback socket.
@@ -18,7 +19,11 @@ Every figure is measured in the same run as its peer (../shared/BENCH.md):
   the sendfile path, beside a second broker forced to read + copy; passes alternate.
 - ``e2e.p99_ms``: producer send to consumer receipt at a steady 10k records/s, the SDK's
   low-latency recipe, after a warm-up that opens the streams. Peer: Redis XADD to XREAD
-  BLOCK at the same rate, in alternating rounds; the median round's p99 on each side.
+  BLOCK at the same rate, producer and consumer in processes of their own with the same
+  warm-up and GC handling (bench/redis_e2e.py), in alternating rounds; the median round's
+  p99 on each side.
+
+``SLUICE_BENCH_SMOKE=1`` shrinks every part to seconds (bench/smoke.py).
 """
 
 from __future__ import annotations
@@ -38,8 +43,9 @@ from pathlib import Path
 
 import aiohttp
 
-from bench import redis_peer
+from bench import pipelined, redis_e2e, redis_peer
 from bench.report import Metric
+from bench.smoke import smoke
 from bench.storage import make_batch
 from brokernodes.records.header import peek_batch_size, read_header
 from harness.broker import BrokerProcess, free_port, make_metadata
@@ -75,97 +81,24 @@ def start_broker(workdir: Path, topics: dict, extra_args: list[str] | None = Non
     return broker
 
 
-class _PipelinedProducer(asyncio.Protocol):
-    """One keep-alive HTTP/1.1 connection that sends ``depth`` pre-built produce requests in
-    one write, reads the ``depth`` answers (status line and Content-Length only), and
-    repeats until the deadline: redis-benchmark's ``-P`` pipelining, for HTTP requests."""
-
-    def __init__(self, requests: bytes, depth: int, deadline: float, done: asyncio.Future):
-        self.requests = requests
-        self.depth = depth
-        self.deadline = deadline
-        self.done = done
-        self.buffer = bytearray()
-        self.waiting = 0
-        self.answered = 0
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        self._send()
-
-    def _send(self) -> None:
-        self.waiting = self.depth
-        self.transport.write(self.requests)
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.buffer
-        buf += data
-        while self.waiting:
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            head = bytes(buf[:end])
-            start = head.find(b"Content-Length: ") + 16
-            length = int(head[start : head.find(b"\r\n", start)])
-            if len(buf) < end + 4 + length:
-                return
-            if not head.startswith(b"HTTP/1.1 200 "):
-                body = bytes(buf[end + 4 : end + 4 + length])
-                self._fail(RuntimeError(f"produce failed: {head[:40]!r} {body[:300]!r}"))
-                return
-            del buf[: end + 4 + length]
-            self.waiting -= 1
-            self.answered += 1
-        if time.perf_counter() < self.deadline:
-            self._send()
-        elif not self.done.done():
-            self.done.set_result(self.answered)
-            self.transport.close()
-
-    def _fail(self, error: Exception) -> None:
-        if not self.done.done():
-            self.done.set_exception(error)
-        self.transport.close()
-
-    def connection_lost(self, exc) -> None:
-        if not self.done.done():
-            self.done.set_exception(exc or RuntimeError("the broker closed the connection"))
-
-
 def produce_prebuilt_pipelined(
     broker: BrokerProcess, seconds: float, connections: int, depth: int
 ) -> float:
-    """Records/s from ``connections`` pipelined connections (``_PipelinedProducer``) POSTing
-    one pre-built 16 KiB batch per request, acks=1, on an uvloop event loop."""
-    import uvloop
+    """Records/s from ``connections`` pipelined connections (bench/pipelined.py) POSTing
+    one pre-built 16 KiB batch per request, acks=1."""
+    return prebuilt_run(broker, seconds, connections, depth)[0]
 
+
+def prebuilt_run(
+    broker: BrokerProcess, seconds: float, connections: int, depth: int, acks: str = "1"
+) -> tuple[float, pipelined.PipelinedRun]:
+    """(records/s, the run) of the pre-built produce to partition 0 of ``bench``."""
     batch, per_batch = make_batch()
-    request = (
-        f"POST /sluice/v1/topics/bench/partitions/0/batches?acks=1 HTTP/1.1\r\n"
-        f"Host: 127.0.0.1:{broker.port}\r\n"
-        f"Authorization: {broker.headers['Authorization']}\r\n"
-        f"Content-Type: {BINARY}\r\nContent-Length: {len(batch)}\r\n\r\n"
-    ).encode() + batch
-
-    async def main() -> float:
-        loop = asyncio.get_running_loop()
-        start = time.perf_counter()
-        deadline = start + seconds
-        dones = []
-        for _ in range(connections):
-            done = loop.create_future()
-            await loop.create_connection(
-                lambda done=done: _PipelinedProducer(request * depth, depth, deadline, done),
-                "127.0.0.1",
-                broker.port,
-            )
-            dones.append(done)
-        answered = sum(await asyncio.gather(*dones))
-        return answered * per_batch / (time.perf_counter() - start)
-
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(main())
+    path = f"/sluice/v1/topics/bench/partitions/0/batches?acks={acks}"
+    head = pipelined.request_head(broker.port, path, broker.headers["Authorization"], len(batch))
+    source = pipelined.fixed(head + batch)
+    result = pipelined.run(broker.port, [source] * connections, depth, seconds)
+    return result.requests * per_batch / result.seconds, result
 
 
 def _json_body(records: int) -> bytes:
@@ -344,19 +277,20 @@ def _prebuilt_metric(base: Path, quick: bool) -> Metric:
     rounds = 3 if quick else PREBUILT_ROUNDS
     seconds = 1.0 if quick else 3.0
     redis_requests = 800_000 if quick else 2_500_000
+    if smoke():
+        rounds, seconds, redis_requests = 1, 0.5, 50_000
     sluice: list[float] = []
     redis_rates: list[float] = []
+    client_busy: list[float] = []
     broker = start_broker(base / "b-prebuilt", {"bench": (1, {})})
     try:
         with redis_peer.redis_server() as port:
             produce_prebuilt_pipelined(broker, 0.5, PREBUILT_CONNECTIONS, PREBUILT_DEPTH)  # warm
             for _ in range(rounds):
                 redis_rates.append(redis_peer.benchmark_xadd(port, redis_requests))
-                sluice.append(
-                    produce_prebuilt_pipelined(
-                        broker, seconds, PREBUILT_CONNECTIONS, PREBUILT_DEPTH
-                    )
-                )
+                rate, result = prebuilt_run(broker, seconds, PREBUILT_CONNECTIONS, PREBUILT_DEPTH)
+                sluice.append(rate)
+                client_busy.append(result.client_busy)
     finally:
         broker.stop()
     each = ", ".join(
@@ -368,13 +302,16 @@ def _prebuilt_metric(base: Path, quick: bool) -> Metric:
         unit="records/s",
         better="higher",
         workload=(
-            f"pre-built RecordBatch v2 bodies, 16 KiB batches of 100-byte values, one batch "
+            f"the broker's ingest ceiling: one pre-built RecordBatch v2 body resent as it is "
+            f"(no producer id, so no sequence checks; see produce.idempotent.records_per_s "
+            f"for producers with ids), 16 KiB batches of 100-byte values, one batch "
             f"per request, acks=1, one broker; client: {PREBUILT_CONNECTIONS} keep-alive "
             f"HTTP/1.1 connections on raw sockets (uvloop, one process), each sending "
             f"{PREBUILT_DEPTH} requests in one write and reading their {PREBUILT_DEPTH} "
             f"answers before the next {PREBUILT_DEPTH} (pipelining, as redis-benchmark -P "
             f"does); median of {rounds} rounds of {seconds:g} s alternating with "
-            f"the peer (records/s, Sluice vs Redis: {each})"
+            f"the peer (records/s, Sluice vs Redis: {each}); the client's CPU "
+            f"{statistics.median(client_busy):.0%} of a core (median round)"
         ),
         peer=(
             f"redis-benchmark XADD 100-byte values -P 64 -c 50, {redis_requests:,} commands "
@@ -385,33 +322,52 @@ def _prebuilt_metric(base: Path, quick: bool) -> Metric:
     )
 
 
-def run(quick: bool = False) -> list[Metric]:
-    seconds = 3.0 if quick else 10.0
+JSON_ROUNDS = 3  # a quick run takes 2
+
+
+def _json_metric(broker: BrokerProcess, quick: bool) -> Metric:
+    """JSON produce and redis-py's pipelined XADD in alternating rounds (the peer, then
+    Sluice), the median round of each side, as the other produce metrics are measured."""
+    seconds, rounds, redis_records = (3.0, 2, 100_000) if quick else (5.0, JSON_ROUNDS, 300_000)
+    if smoke():
+        seconds, rounds, redis_records = 0.5, 1, 10_000
     connections = 8
+    sluice: list[float] = []
+    redis_rates: list[float] = []
+    with redis_peer.redis_server() as port:
+        for _ in range(rounds):
+            redis_rates.append(redis_peer.redis_py_xadd(port, redis_records))
+            sluice.append(asyncio.run(_produce_json(broker, seconds, connections)))
+    each = ", ".join(
+        f"{s / 1000:.0f}k vs {r / 1000:.0f}k" for s, r in zip(sluice, redis_rates, strict=True)
+    )
+    return Metric(
+        name="produce.json_rest.records_per_s",
+        value=round(statistics.median(sluice)),
+        unit="records/s",
+        better="higher",
+        workload=(
+            f"v3 records:batch, 100 STRING records of 100 bytes per request, "
+            f"{connections} concurrent clients, acks=1; median of {rounds} rounds of "
+            f"{seconds:g} s alternating with the peer (records/s, Sluice vs Redis: {each})"
+        ),
+        peer=(
+            f"redis-py (hiredis) pipelined XADD, 1000 per round trip, {redis_records:,} "
+            f"records per round, each round just before Sluice's; median of the rounds"
+        ),
+        peer_value=round(statistics.median(redis_rates)),
+        target_ratio=0.5,
+    )
+
+
+def run(quick: bool = False) -> list[Metric]:
     base = Path(tempfile.mkdtemp(prefix="sluice-bench-broker-"))
     metrics: list[Metric] = []
     try:
         metrics.append(_prebuilt_metric(base, quick))
-        with redis_peer.redis_server() as port:
-            redis_py = redis_peer.redis_py_xadd(port, 100_000 if quick else 500_000)
         broker = start_broker(base / "b1", {"bench": (1, {}), "fetch": (1, {})})
         try:
-            json_rate = asyncio.run(_produce_json(broker, seconds, connections))
-            metrics.append(
-                Metric(
-                    name="produce.json_rest.records_per_s",
-                    value=round(json_rate),
-                    unit="records/s",
-                    better="higher",
-                    workload=(
-                        f"v3 records:batch, 100 STRING records of 100 bytes per request, "
-                        f"{connections} concurrent clients, acks=1, {seconds:.0f} s"
-                    ),
-                    peer="redis-py (hiredis) pipelined XADD, 1000 per round trip",
-                    peer_value=round(redis_py),
-                    target_ratio=0.5,
-                )
-            )
+            metrics.append(_json_metric(broker, quick))
             metrics.extend(_fetch_metrics(base, broker, quick))
         finally:
             broker.stop()
@@ -437,6 +393,8 @@ def _fetch_metrics(base: Path, broker: BrokerProcess, quick: bool) -> list[Metri
     summed over all its passes."""
     total = (256 if quick else 1024) * 1024 * 1024
     rounds = 8 if quick else FETCH_ROUNDS
+    if smoke():
+        total, rounds = 16 * 1024 * 1024, 1
     written = _fill(broker, "fetch", total)
     segment = sorted((broker.data_dir / "fetch-0").glob("*.log"))[0]
     max_bytes = 1024 * 1024
@@ -575,10 +533,13 @@ def _sdk_and_e2e_metrics(base: Path, quick: bool):
     run's p99 by milliseconds)."""
     count = 300_000 if quick else 2_000_000
     keys = 10_000
+    seconds = "3" if quick else "10"
+    e2e_rounds = 3 if quick else E2E_ROUNDS
+    redis_records = 100_000 if quick else 500_000
+    if smoke():
+        count, seconds, e2e_rounds, redis_records = 20_000, "1", 1, 10_000
     broker = start_broker(base / "b-sdk", {"sdk": (6, {}), "e2e": (1, {})})
     try:
-        seconds = "3" if quick else "10"
-        e2e_rounds = 3 if quick else E2E_ROUNDS
         redis_rates, sdk_runs = [], []
         runs: list[tuple[float, dict]] = []  # (Redis p99, Sluice's summary) per round
         with redis_peer.redis_server() as port:
@@ -594,14 +555,14 @@ def _sdk_and_e2e_metrics(base: Path, quick: bool):
                 "--acks",
                 "1",
             )
-            for _ in range(1 if quick else SDK_ROUNDS):
-                redis_rates.append(redis_peer.redis_py_xadd(port, 100_000 if quick else 500_000))
+            for _ in range(1 if quick or smoke() else SDK_ROUNDS):
+                redis_rates.append(redis_peer.redis_py_xadd(port, redis_records))
                 sdk_runs.append(_sluice_bench(broker, *produce_args, *SDK_THROUGHPUT_RECIPE))
             # the SDK's defaults (HTTP produce, asyncio), reported beside the recipe
             sdk_default = _sluice_bench(broker, *produce_args)
-            for _ in range(e2e_rounds):
-                redis_lat = redis_peer.redis_e2e_latencies_ms(port, 10_000, float(seconds))
-                runs.append((redis_peer.p99(redis_lat), _sluice_e2e(broker, seconds)))
+            for i in range(e2e_rounds):
+                redis_run = redis_e2e.round_latencies(port, f"e2e-{i}", 10_000, float(seconds))
+                runs.append((redis_run["p99_ms"], _sluice_e2e(broker, seconds)))
     finally:
         broker.stop()
     failed = sum(e2e["failed"] for _, e2e in runs)
@@ -655,9 +616,12 @@ def _sdk_and_e2e_metrics(base: Path, quick: bool):
                 f"(ms: {rounds})"
             ),
             peer=(
-                "Redis XADD to XREAD BLOCK (redis-py, producer and consumer threads in one "
-                "process) at the same rate and as long, each round just before Sluice's; "
-                "median p99 of the rounds"
+                "Redis XADD to XREAD BLOCK (COUNT 1000, BLOCK 200) at the same rate and as "
+                "long, treated as Sluice's client is (bench/redis_e2e.py): redis-py with "
+                "hiredis, producer and consumer in processes of their own, 1,000 records "
+                "sent and received before the clock, then gc.collect() and gc.freeze() in "
+                "both, the records due sent every 1 ms turn (one pipeline), as the SDK's "
+                "loop sends them; each round just before Sluice's; median p99 of the rounds"
             ),
             peer_value=round(redis_p99, 3),
             target_ratio=2.0,
