@@ -78,6 +78,7 @@ from brokernodes.storage.recovery import CLEAN_SHUTDOWN_FILE, load_segments
 from brokernodes.storage.retention import RetentionDecision, SegmentStats, plan_retention
 from brokernodes.storage.segment import INT32_MAX, LogSegment
 from brokernodes.storage.segments import LogSegments
+from brokernodes.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger("sluice.storage")
 
@@ -736,6 +737,56 @@ class PartitionLog(LogFlush):
                 log_end_offset=end,
                 first_batch_base_offset=first_base,
                 next_offset=next_offset,
+            )
+
+    # --- aborted transactions (.txnindex) ----------------------------------------------------
+
+    def append_aborted_txn(self, entry: AbortedTxn) -> None:
+        """Record an aborted transaction in the ``.txnindex`` of the segment holding its
+        ABORT marker (``entry.last_offset``, just appended)."""
+        with self._lock:
+            self._check_open()
+            seg = self._segments.floor(entry.last_offset)
+            if seg is not None:
+                seg.txn_index.append(entry)
+
+    def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping offsets [``start_offset``, ``upper_bound``),
+        in marker order: what a read_committed fetch of that range sends its client.
+
+        Scans the ``.txnindex`` of the segment holding ``start_offset`` and the later ones,
+        stopping after a segment with an entry whose last stable offset passed
+        ``upper_bound``: every transaction starting below it had ended by then (Kafka's
+        ``collectAbortedTransactions``)."""
+        out: list[AbortedTxn] = []
+        with self._lock:
+            self._check_open()
+            for seg in self._segments.from_floor(start_offset):
+                entries = seg.txn_index.entries
+                if not entries:
+                    continue
+                out.extend(
+                    e
+                    for e in entries
+                    if e.last_offset >= start_offset and e.first_offset < upper_bound
+                )
+                if entries[-1].last_stable_offset > upper_bound:
+                    break
+        return out
+
+    def replace_aborted_txns(self, entries: list[AbortedTxn]) -> int:
+        """Make every segment's ``.txnindex`` hold exactly the given aborted transactions
+        whose marker it holds (on open, from a replay of the log's markers). Returns how many
+        index files were rewritten."""
+        by_base: dict[int, list[AbortedTxn]] = {}
+        with self._lock:
+            self._check_open()
+            for e in entries:
+                seg = self._segments.floor(e.last_offset)
+                if seg is not None:
+                    by_base.setdefault(seg.base_offset, []).append(e)
+            return sum(
+                seg.txn_index.replace(by_base.get(seg.base_offset, [])) for seg in self._segments
             )
 
     def offset_for_timestamp(

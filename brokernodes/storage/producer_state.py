@@ -33,6 +33,17 @@ Rules, as Kafka 3.x/4.x applies them to a produce from a client (``ProducerAppen
   batches may have been removed by retention or ``DeleteRecords``.
 - Batches without a producer id (-1) are not tracked.
 
+Transactions (KIP-98). A data batch with the isTransactional attribute opens its producer's
+transaction at the batch's base offset, unless one is open already; the producer's next
+control batch (the COMMIT or ABORT marker the broker writes, ``update(..., commit=...)``)
+ends it and ``update`` returns the ``CompletedTxn``. The partition's **first unstable
+offset** is the smallest first offset of the transactions still open or ended by a marker
+not yet below the high watermark (a marker that a failover could still lose); the **last
+stable offset** is that, capped by the high watermark (``last_stable_offset``).
+read_committed consumers read below the LSO only. An ABORT's ``AbortedTxn`` goes to the
+marker's segment ``.txnindex`` (``aborted_entry``). Transactional batches follow the same
+idempotence rules as any other.
+
 State is always what replaying the log's batch headers from the log start offset would give
 (``rebuild``), so a follower, a restarted broker and the leader agree. That is why
 ``on_log_start_advanced`` forgets producers whose last batch fell below the log start offset
@@ -45,10 +56,11 @@ from __future__ import annotations
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -57,8 +69,10 @@ from brokernodes.errors import (
     InvalidRecordError,
     KafkaStorageError,
     OutOfOrderSequenceError,
+    ProducerFencedError,
 )
 from brokernodes.records.header import BatchHeader
+from brokernodes.storage.txn_index import AbortedTxn
 
 __all__ = [
     "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
@@ -69,6 +83,7 @@ __all__ = [
     "NUM_BATCHES_TO_RETAIN",
     "SNAPSHOT_SUFFIX",
     "BatchMetadata",
+    "CompletedTxn",
     "CorruptSnapshotError",
     "ProducerStateEntry",
     "ProducerStateManager",
@@ -146,6 +161,8 @@ class ProducerStateEntry:
     batches: deque[BatchMetadata] = field(default_factory=deque)
     last_timestamp: int = NO_TIMESTAMP
     last_offset: int = -1
+    coordinator_epoch: int = -1  # of the last marker written for this producer
+    current_txn_first_offset: int = -1  # first offset of its open transaction, -1 if none
 
     @property
     def is_empty(self) -> bool:
@@ -187,6 +204,16 @@ class ProducerStateEntry:
         self.last_offset = max(self.last_offset, batch.last_offset)
 
 
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker: its producer, first data offset, the marker's offset
+    and whether it was aborted."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+
+
 class CorruptSnapshotError(KafkaStorageError):
     """A producer snapshot file that cannot be trusted; delete it and rebuild from the log."""
 
@@ -198,7 +225,14 @@ class ProducerStateManager:
     the state describes the log below it. Not thread-safe; the partition owns it.
     """
 
-    __slots__ = ("_map_end_offset", "_producers", "producer_id_expiration_ms")
+    __slots__ = (
+        "_map_end_offset",
+        "_ongoing",
+        "_producers",
+        "_unreplicated",
+        "has_transactions",
+        "producer_id_expiration_ms",
+    )
 
     def __init__(
         self,
@@ -209,6 +243,13 @@ class ProducerStateManager:
         self._producers: dict[int, ProducerStateEntry] = {}
         self._map_end_offset = map_end_offset
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        # producer id -> first offset of its open transaction
+        self._ongoing: dict[int, int] = {}
+        # transactions ended by a marker the high watermark has not passed yet, marker order
+        self._unreplicated: deque[CompletedTxn] = deque()
+        # a transactional batch was ever folded in since the last reset (truncation then
+        # needs an exact rebuild: a truncated marker reopens its transaction)
+        self.has_transactions = False
 
     # --- reading -------------------------------------------------------------------------
 
@@ -226,6 +267,61 @@ class ProducerStateManager:
 
     def __len__(self) -> int:
         return len(self._producers)
+
+    # --- transactions ----------------------------------------------------------------------
+
+    @property
+    def ongoing_transactions(self) -> Mapping[int, int]:
+        """Producer id -> first offset of each open transaction (read-only)."""
+        return MappingProxyType(self._ongoing)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The smallest first offset of a transaction open, or ended by a marker the high
+        watermark has not passed (``on_high_watermark``); None when there is none."""
+        firsts = list(self._ongoing.values())
+        firsts.extend(t.first_offset for t in self._unreplicated)
+        return min(firsts) if firsts else None
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """The high watermark moved: forget ended transactions whose marker is below it."""
+        unreplicated = self._unreplicated
+        while unreplicated and unreplicated[0].last_offset < high_watermark:
+            unreplicated.popleft()
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: the first unstable offset, or the high watermark if that is lower or
+        there is none. read_committed reads stop here."""
+        self.on_high_watermark(high_watermark)
+        first = self.first_unstable_offset
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def aborted_entry(self, txn: CompletedTxn) -> AbortedTxn:
+        """The ``.txnindex`` entry of an aborted transaction just ended: its LSO field is the
+        first offset of the earliest transaction still open, else the offset after the
+        marker (what Kafka stores; a reader stops scanning past an upper bound with it)."""
+        firsts = self._ongoing.values()
+        lso = min(firsts) if firsts else txn.last_offset + 1
+        return AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Refuse a marker of a fenced producer epoch (INVALID_PRODUCER_EPOCH) or from an
+        older coordinator than the last marker's (``ProducerFencedError``,
+        TRANSACTION_COORDINATOR_FENCED in Kafka's words)."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"transaction marker for producer {producer_id} has epoch {producer_epoch}, "
+                f"older than its current epoch {entry.producer_epoch} on this partition"
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerFencedError(
+                f"transaction marker for producer {producer_id} comes from coordinator epoch "
+                f"{coordinator_epoch}, older than {entry.coordinator_epoch} that wrote its "
+                f"last marker here: a newer transaction coordinator took over"
+            )
 
     def __repr__(self) -> str:
         return (
@@ -305,12 +401,22 @@ class ProducerStateManager:
             outcomes.append(None)
         return outcomes
 
-    def update(self, header: BatchHeader, *, base_offset: int | None = None) -> None:
+    def update(
+        self,
+        header: BatchHeader,
+        *,
+        base_offset: int | None = None,
+        commit: bool | None = None,
+        coordinator_epoch: int = -1,
+    ) -> CompletedTxn | None:
         """Fold in a batch that is now in the log, at ``base_offset`` if given.
 
         Leader and follower call it after every append, with no validation (a follower takes
         the leader's word, like Kafka's replication origin). Batches without a producer id
-        only move ``map_end_offset``. A control batch (transaction marker) only sets the epoch.
+        only move ``map_end_offset``. A transactional data batch opens its producer's
+        transaction if none is open. A control batch (transaction marker; ``commit`` says
+        which, read from its record by the caller) sets the epoch and ends the open
+        transaction, which is returned (None when none was open here).
         """
         if base_offset is None:
             base_offset = header.base_offset
@@ -323,10 +429,26 @@ class ProducerStateManager:
         if entry is None:
             entry = self._producers[producer_id] = ProducerStateEntry(producer_id)
         if header.is_control:
+            if commit is None:
+                raise ValueError(
+                    f"control batch at offset {base_offset}: update needs its marker type"
+                )
             entry.maybe_update_epoch(header.producer_epoch)
             entry.last_timestamp = header.max_timestamp
             entry.last_offset = max(entry.last_offset, last_offset)
-            return
+            if coordinator_epoch >= 0:
+                entry.coordinator_epoch = coordinator_epoch
+            entry.current_txn_first_offset = -1
+            first = self._ongoing.pop(producer_id, -1)
+            if first < 0:
+                return None
+            txn = CompletedTxn(producer_id, first, last_offset, not commit)
+            self._unreplicated.append(txn)
+            return txn
+        if header.is_transactional:
+            self.has_transactions = True
+            first = self._ongoing.setdefault(producer_id, base_offset)
+            entry.current_txn_first_offset = first
         entry.add_batch(
             header.producer_epoch,
             BatchMetadata(
@@ -337,29 +459,74 @@ class ProducerStateManager:
                 header.max_timestamp,
             ),
         )
+        return None
 
     # --- recovery, truncation, retention -------------------------------------------------
 
-    def replay(self, headers: Iterable[BatchHeader]) -> None:
-        """``update`` with every batch at or beyond ``map_end_offset`` (after a snapshot)."""
+    def replay(
+        self,
+        headers: Iterable[BatchHeader],
+        *,
+        commit_of: Callable[[BatchHeader], bool] | None = None,
+    ) -> list[AbortedTxn]:
+        """``update`` with every batch at or beyond ``map_end_offset`` (after a snapshot);
+        ``commit_of`` reads a control batch's marker type. Returns the aborted transactions
+        the replayed markers ended."""
+        aborted: list[AbortedTxn] = []
         for header in headers:
             if header.base_offset + header.last_offset_delta >= self._map_end_offset:
-                self.update(header)
+                self._fold(header, commit_of, aborted)
+        return aborted
 
-    def rebuild(self, headers: Iterable[BatchHeader], *, log_start_offset: int = 0) -> None:
+    def rebuild(
+        self,
+        headers: Iterable[BatchHeader],
+        *,
+        log_start_offset: int = 0,
+        commit_of: Callable[[BatchHeader], bool] | None = None,
+        high_watermark: int | None = None,
+    ) -> list[AbortedTxn]:
         """Forget everything and replay the log's batch headers, read from the log start.
 
         Batches that end below ``log_start_offset`` (the head of the first segment) are
         skipped, so the result equals the live state after ``on_log_start_advanced``.
+        ``commit_of`` reads a control batch's marker type (required when the log has
+        markers); ended transactions below ``high_watermark`` are forgotten as the replay
+        goes. Returns every aborted transaction the markers ended, in marker order: what
+        the segments' ``.txnindex`` files must hold.
         """
         self.truncate_fully_and_start_at(log_start_offset)
+        aborted: list[AbortedTxn] = []
         for header in headers:
             if header.base_offset + header.last_offset_delta >= log_start_offset:
-                self.update(header)
+                self._fold(header, commit_of, aborted)
+                if high_watermark is not None:
+                    self.on_high_watermark(high_watermark)
+        return aborted
+
+    def _fold(
+        self,
+        header: BatchHeader,
+        commit_of: Callable[[BatchHeader], bool] | None,
+        aborted: list[AbortedTxn],
+    ) -> None:
+        commit = None
+        if header.is_control and header.producer_id > NO_PRODUCER_ID:
+            if commit_of is None:
+                raise ValueError(
+                    f"control batch at offset {header.base_offset}: replay needs commit_of"
+                )
+            commit = commit_of(header)
+        txn = self.update(header, commit=commit)
+        if txn is not None and txn.aborted:
+            aborted.append(self.aborted_entry(txn))
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop all state; the log now starts (empty) at ``offset``."""
         self._producers.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
+        self.has_transactions = False
         self._map_end_offset = offset
 
     def truncate_to(self, offset: int) -> None:
@@ -368,8 +535,18 @@ class ProducerStateManager:
         A producer keeps its retained batches below ``offset``. A producer none of whose
         retained batches survive is forgotten (its older batches, if any, were not retained),
         and its next batch is accepted as an unknown producer's. For the exact state call
-        ``rebuild``, or ``load_snapshot`` of a snapshot at or below ``offset`` and ``replay``.
+        ``rebuild``, or ``load_snapshot`` of a snapshot at or below ``offset`` and ``replay``;
+        a log with transactions needs that (``has_transactions``): a truncated marker reopens
+        its transaction, which this cheap path cannot know. Open transactions that start at
+        or after ``offset`` and ended ones whose marker is there are dropped here.
         """
+        for producer_id, first in list(self._ongoing.items()):
+            if first >= offset:
+                del self._ongoing[producer_id]
+                entry = self._producers.get(producer_id)
+                if entry is not None:
+                    entry.current_txn_first_offset = -1
+        self._unreplicated = deque(t for t in self._unreplicated if t.last_offset < offset)
         for producer_id, entry in list(self._producers.items()):
             if entry.last_offset < offset:
                 continue
@@ -401,6 +578,7 @@ class ProducerStateManager:
             producer_id
             for producer_id, entry in self._producers.items()
             if now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+            and producer_id not in self._ongoing  # an open transaction keeps its producer
         ]
         for producer_id in expired:
             del self._producers[producer_id]
@@ -412,7 +590,10 @@ class ProducerStateManager:
         """Write ``<map_end_offset:020d>.snapshot`` into ``log_dir`` atomically; return it.
 
         Kafka's snapshot format keeps only each producer's last batch, so after loading one
-        a producer's duplicate window is one batch until it writes more, as in Kafka.
+        a producer's duplicate window is one batch until it writes more, as in Kafka. Each
+        producer's open transaction (first offset) and coordinator epoch are kept, so the
+        LSO survives; transactions ended by a marker above the high watermark are not (the
+        snapshot is taken at or below the high watermark's checkpoint).
         """
         path = snapshot_file(log_dir, self._map_end_offset)
         write_snapshot(path, self._producers.values())
@@ -432,6 +613,9 @@ class ProducerStateManager:
         self.truncate_fully_and_start_at(offset)
         for entry in entries:
             self._producers[entry.producer_id] = entry
+            if entry.current_txn_first_offset >= 0:
+                self._ongoing[entry.producer_id] = entry.current_txn_first_offset
+                self.has_transactions = True
 
 
 def _validate(
@@ -510,8 +694,8 @@ def write_snapshot(path: str | os.PathLike[str], entries: Iterable[ProducerState
             last.last_offset if last else -1,
             last.offset_delta if last else 0,
             entry.last_timestamp,
-            -1,  # coordinator epoch: no transactions yet
-            -1,  # current transaction's first offset
+            entry.coordinator_epoch,
+            entry.current_txn_first_offset,
         )
         position += _SNAPSHOT_ENTRY.size
     struct.pack_into(">I", body, 2, crc32c(memoryview(body)[_SNAPSHOT_CRC_END:]))
@@ -559,8 +743,15 @@ def read_snapshot(path: str | os.PathLike[str]) -> list[ProducerStateEntry]:
         )
     entries = []
     for fields in _SNAPSHOT_ENTRY.iter_unpack(memoryview(data)[_SNAPSHOT_HEAD.size :]):
-        producer_id, epoch, last_seq, last_offset, offset_delta, timestamp, _, _ = fields
-        entry = ProducerStateEntry(producer_id, epoch, last_timestamp=timestamp)
+        producer_id, epoch, last_seq, last_offset, offset_delta, timestamp = fields[:6]
+        coordinator_epoch, txn_first_offset = fields[6:]
+        entry = ProducerStateEntry(
+            producer_id,
+            epoch,
+            last_timestamp=timestamp,
+            coordinator_epoch=coordinator_epoch,
+            current_txn_first_offset=txn_first_offset,
+        )
         if last_offset >= 0:
             entry.batches.append(
                 BatchMetadata(

@@ -1,4 +1,6 @@
-"""``LogSegment``: one ``.log`` file and its ``.index`` / ``.timeindex``, Kafka's layout.
+"""``LogSegment``: one ``.log`` file and its ``.index`` / ``.timeindex`` / ``.txnindex``,
+Kafka's layout (the ``.txnindex`` of aborted transactions exists only once one is aborted here:
+``txn_index``).
 
 Files are named by the segment's base offset, 20 digits zero-padded
 (``00000000000000000042.log``). The ``.log`` holds whole RecordBatch v2 batches back to back;
@@ -25,6 +27,7 @@ from brokernodes.records.header import HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchH
 from brokernodes.storage.files import pread_exactly, pwrite_all, segment_name
 from brokernodes.storage.offset_index import IndexCorruptError, OffsetIndex
 from brokernodes.storage.time_index import NO_TIMESTAMP, TimeIndex
+from brokernodes.storage.txn_index import TXN_INDEX_SUFFIX, TxnIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -71,6 +74,9 @@ class LogSegment:
             os.path.join(directory, segment_name(base_offset, TIME_INDEX_SUFFIX)),
             base_offset,
             max_index_size,
+        )
+        self.txn_index = TxnIndex(
+            os.path.join(directory, segment_name(base_offset, TXN_INDEX_SUFFIX)), fsync=fsync
         )
         self._dirty = False
         self._bytes_since_index = 0
@@ -366,6 +372,7 @@ class LogSegment:
         self.time_index.truncate_to_offset(header.base_offset)
         self.offset_index.write_pending()
         self.time_index.write_pending()
+        self.txn_index.truncate_to(header.base_offset)
         self._bytes_since_index = 0
         self._next_offset = None
         if header.position == 0:
@@ -404,6 +411,7 @@ class LogSegment:
                 self._dirty = False
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
         except OSError as e:
             raise KafkaStorageError(f"cannot fsync segment {self.log_path}: {e}") from e
 
@@ -447,6 +455,7 @@ class LogSegment:
             self._fd = -1
         self.offset_index.close_without_flush()
         self.time_index.close_without_flush()
+        self.txn_index.close()
 
     @property
     def closed(self) -> bool:
@@ -456,7 +465,7 @@ class LogSegment:
         """Close and remove the segment's files (rename to ``.deleted`` first, so a crash in
         between leaves files that the next open removes)."""
         self.close_files()
-        paths = [self.log_path, self.offset_index.path, self.time_index.path]
+        paths = [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
         try:
             for path in paths:
                 if os.path.exists(path):

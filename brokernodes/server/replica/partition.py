@@ -23,7 +23,10 @@ As leader:
   log end offset to ``LeaderState``: the high watermark (min LEO over the ISR) and ISR
   expansions follow. ISR changes go out through ``alter_sink`` (the replica manager sends
   them to the controller) and take effect only when committed.
-- ``read`` caps consumers at the high watermark; replicas read to the log end.
+- ``read`` caps consumers at the high watermark (read_committed ones at the last stable
+  offset, ``last_stable_offset``); replicas read to the log end.
+- ``write_txn_marker`` appends a transaction's COMMIT or ABORT marker (for the transaction
+  coordinator) like an acks=all produce and records an abort in the ``.txnindex``.
 
 As follower: ``append_as_follower`` keeps the leader's offsets and epochs
 (``PartitionLog.append(assign_offsets=False)``) and applies a fetch answer only while the
@@ -31,7 +34,9 @@ log end still equals the offset it was fetched from (Kafka's fetcher check): a t
 between (``truncate_to`` / ``truncate_fully_and_start_at`` for the fetcher's KIP-101/279
 decisions, or the scrubber's repair) bumps ``log_generation`` and wakes the fetch in flight,
 whose answer is then dropped and fetched again. The producer state follows appends and
-truncations, so a follower that becomes leader deduplicates retries.
+truncations (with transactions, a truncation rebuilds it from the log: a truncated marker
+reopens its transaction), and a follower folds in the markers it copies and writes its own
+``.txnindex``, so a follower that becomes leader deduplicates retries and has the same LSO.
 
 Threading: producer state, roles and waiters live on the event loop. ``PartitionLog`` is
 thread-safe; appends and truncations that may fsync run in a worker thread.
@@ -57,6 +62,7 @@ from brokernodes.errors import (
     RequestTimedOutError,
 )
 from brokernodes.records.compression import INFLATION_RATIO
+from brokernodes.records.control import decode_txn_marker, encode_txn_marker, marker_is_commit
 from brokernodes.records.header import LOG_OVERHEAD, BatchHeader, iter_batches
 from brokernodes.replication import errors as codes
 from brokernodes.replication.errors import NotEnoughReplicasAfterAppendError
@@ -74,7 +80,8 @@ from brokernodes.server.replica.produce_checks import check_produce
 from brokernodes.server.replica.produce_rewrite import rewrite_produce
 from brokernodes.storage.config import MAX_LONG, LogConfig
 from brokernodes.storage.log import AppendInfo, FetchData, PartitionLog
-from brokernodes.storage.producer_state import BatchMetadata, ProducerStateManager
+from brokernodes.storage.producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
+from brokernodes.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger("sluice.broker.partition")
 
@@ -200,10 +207,15 @@ class Partition:
         hw = read_high_watermark(directory)
         if hw is not None:
             log.update_high_watermark(hw)  # clamped to the log's bounds
-        state = ProducerStateManager()
-        with log.lock:
-            headers = (h for seg in list(log.segments) for h in seg.iter_headers())
-            state.rebuild(headers, log_start_offset=log.log_start_offset)
+        state, aborted = Partition.rebuild_producer_state(log)
+        rewritten = log.replace_aborted_txns(aborted)
+        if rewritten:
+            logger.warning(
+                "%s-%d: rewrote %d .txnindex file(s) from the log's markers",
+                info.topic,
+                info.partition,
+                rewritten,
+            )
         logger.info(
             "opened %s-%d: offsets [%d, %d), %d producers, %.1f ms",
             info.topic,
@@ -214,6 +226,32 @@ class Partition:
             (time.monotonic() - started) * 1000,
         )
         return log, state
+
+    @staticmethod
+    def rebuild_producer_state(log: PartitionLog) -> tuple[ProducerStateManager, list[AbortedTxn]]:
+        """Producer state from a replay of every batch header from the log start (markers'
+        types read from their records), and the aborted transactions the markers ended.
+        Blocking: a worker thread."""
+        state = ProducerStateManager()
+        with log.lock:
+            segments = list(log.segments)
+            current: list = [None]
+
+            def headers():
+                for seg in segments:
+                    current[0] = seg
+                    yield from seg.iter_headers()
+
+            def commit_of(h: BatchHeader) -> bool:
+                return decode_txn_marker(current[0].read_bytes(h.position, h.size)).commit
+
+            aborted = state.rebuild(
+                headers(),
+                log_start_offset=log.log_start_offset,
+                commit_of=commit_of,
+                high_watermark=log.high_watermark,
+            )
+        return state, aborted
 
     def checkpoint_high_watermark(self) -> None:
         """Persist the HW if it moved since the last time (blocking: a worker thread)."""
@@ -347,6 +385,7 @@ class Partition:
         ls = self.leader_state
         if ls is not None and ls.high_watermark > self.log.high_watermark:
             self.log.update_high_watermark(ls.high_watermark)
+            self.producer_state.on_high_watermark(self.log.high_watermark)
             self._wake_fetchers()
             self._wake_changed()
 
@@ -559,7 +598,7 @@ class Partition:
             self._storage_failed(e)
             raise
         if idempotent:
-            self._update_producer_state(headers, info)
+            self._update_producer_state(headers, info, buf)
         if self.leader_state is ls:
             ls.on_leader_append(self.log.log_end_offset)
             self._sync_high_watermark()
@@ -607,12 +646,90 @@ class Partition:
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._storage_failed, error)
 
-    def _update_producer_state(self, headers: list[BatchHeader], info: AppendInfo) -> None:
-        base = info.first_offset
+    def _update_producer_state(
+        self, headers: list[BatchHeader], info: AppendInfo | None, buf: bytes | bytearray
+    ) -> None:
+        """Fold appended batches into the producer state (at the offsets the append gave
+        them, or their own without ``info``); a marker ending an aborted transaction puts its
+        entry in the ``.txnindex``."""
+        base = info.first_offset if info is not None else None
         state = self.producer_state
         for h in headers:
-            state.update(h, base_offset=base)
-            base += h.last_offset_delta + 1
+            commit = marker_is_commit(h, buf) if h.is_control and h.producer_id >= 0 else None
+            txn = state.update(h, base_offset=base, commit=commit)
+            if txn is not None:
+                self._txn_ended(txn)
+            if base is not None:
+                base += h.last_offset_delta + 1
+
+    def _txn_ended(self, txn: CompletedTxn) -> None:
+        if txn.aborted:
+            try:
+                self.log.append_aborted_txn(self.producer_state.aborted_entry(txn))
+            except KafkaStorageError as e:
+                self._storage_failed(e)
+                raise
+
+    # --- transactions (leader) ---------------------------------------------------------
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: below it every transaction is decided (read_committed reads stop here);
+        the high watermark when no transaction is open or awaiting its marker's
+        replication."""
+        return self.producer_state.last_stable_offset(self.log.high_watermark)
+
+    def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [``start_offset``, ``upper_bound``): what a
+        read_committed fetch of that range tells its client to drop."""
+        return self.log.aborted_transactions(start_offset, upper_bound)
+
+    async def write_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        *,
+        timeout: float = 30.0,
+    ) -> int:
+        """Append the COMMIT or ABORT marker of ``producer_id``'s transaction here and wait
+        until the ISR has it (as acks=all); returns the marker's offset.
+
+        Raises NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
+        REQUEST_TIMED_OUT and storage errors as a produce does, INVALID_PRODUCER_EPOCH for
+        an epoch older than the producer's here, PRODUCER_FENCED for a coordinator epoch
+        older than the last marker's. A retried marker after a timeout appends a second
+        marker, which ends nothing (no transaction is open) and is harmless, as in Kafka.
+        """
+        buf = bytearray(
+            encode_txn_marker(
+                producer_id, producer_epoch, commit, coordinator_epoch, int(time.time() * 1000)
+            )
+        )
+        headers = list(iter_batches(buf, verify_crc=False))
+        async with self._append_lock:
+            ls = self._require_leader()
+            if ls.check_append(-1) != codes.NONE:
+                raise NotEnoughReplicasError(
+                    f"{self.topic}-{self.partition} has {len(ls.isr)} in-sync replicas "
+                    f"{sorted(ls.isr)}, fewer than min.insync.replicas="
+                    f"{ls.min_insync_replicas}; the transaction marker was not written: retry "
+                    f"when the replicas catch up"
+                )
+            self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            info = await self._append_locked(ls, buf, headers, False)
+            txn = self.producer_state.update(
+                headers[0],
+                base_offset=info.first_offset,
+                commit=commit,
+                coordinator_epoch=coordinator_epoch,
+            )
+            if txn is not None:
+                self._txn_ended(txn)
+        self._wake_appended()
+        await self._wait_acks(ls, info.first_offset, timeout)
+        return info.first_offset
 
     # --- replica fetches (leader) ------------------------------------------------------
 
@@ -684,8 +801,7 @@ class Partition:
             except KafkaStorageError as e:
                 self._storage_failed(e)
                 raise
-            for h in headers:
-                self.producer_state.update(h)
+            self._update_producer_state(headers, None, buf)
         self._wake_appended()
         return True
 
@@ -713,7 +829,12 @@ class Partition:
                 return
             if await asyncio.to_thread(self.log.truncate_to, offset):
                 self._log_truncated()
-                self.producer_state.truncate_to(self.log.log_end_offset)
+                if self.producer_state.has_transactions:
+                    # a truncated marker reopens its transaction: replay the log exactly
+                    state, _ = await asyncio.to_thread(self.rebuild_producer_state, self.log)
+                    self.producer_state = state
+                else:
+                    self.producer_state.truncate_to(self.log.log_end_offset)
                 logger.info("%s-%d: truncated to offset %d", self.topic, self.partition, offset)
 
     async def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -734,6 +855,7 @@ class Partition:
         hw = follower.on_fetch_response(leader_high_watermark, self.log.log_end_offset)
         if hw > self.log.high_watermark:
             self.log.update_high_watermark(hw)
+            self.producer_state.on_high_watermark(self.log.high_watermark)
 
     # --- read --------------------------------------------------------------------------
 
@@ -744,16 +866,26 @@ class Partition:
         *,
         replica_id: int | None = None,
         min_one_batch: bool = True,
+        read_committed: bool = False,
     ) -> FetchData:
-        """Whole batches from ``offset``: consumers up to the HW, replicas to the log end
-        (``min_one_batch``: the first batch even if over ``max_bytes``, KIP-74)."""
-        max_offset = None if replica_id is not None else self.log.high_watermark
+        """Whole batches from ``offset``: consumers up to the HW (``read_committed`` ones up
+        to the LSO), replicas to the log end (``min_one_batch``: the first batch even if
+        over ``max_bytes``, KIP-74)."""
+        if replica_id is not None:
+            max_offset = None
+        elif read_committed:
+            max_offset = self.last_stable_offset
+        else:
+            max_offset = self.log.high_watermark
         return self.log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
 
-    def read_tail(self, offset: int, max_bytes: int) -> bytes | None:
+    def read_tail(
+        self, offset: int, max_bytes: int, *, read_committed: bool = False
+    ) -> bytes | None:
         """A consumer's read at the log end from memory (``PartitionLog.read_tail``): the
         batches just appended, if they are what ``read`` would return; else None."""
-        return self.log.read_tail(offset, max_bytes, max_offset=self.log.high_watermark)
+        limit = self.last_stable_offset if read_committed else self.log.high_watermark
+        return self.log.read_tail(offset, max_bytes, max_offset=limit)
 
     # --- waiters -----------------------------------------------------------------------
 

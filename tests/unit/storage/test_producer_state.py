@@ -224,7 +224,7 @@ def test_idempotent_batch_without_sequence_is_invalid():
 def test_control_batch_only_moves_epoch():
     state = ProducerStateManager()
     state.update(header(7, 0, 0, base_offset=0))
-    state.update(header(7, 1, -1, base_offset=1, attributes=CONTROL_BIT))
+    state.update(header(7, 1, -1, base_offset=1, attributes=CONTROL_BIT), commit=True)
     entry = state.last_entry(7)
     assert (entry.producer_epoch, len(entry.batches), entry.last_offset) == (1, 0, 1)
     with pytest.raises(OutOfOrderSequenceError):
