@@ -304,7 +304,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description Browse one partition (or the key's partition) with filters. With export=json|csv the records come as a download, unless the console policy forbids export (403 EXPORT_DISABLED). */
+        /** @description Browse every partition (or one, or the key's) with filters: newest first across partitions with start=latest, else oldest first from the earliest offset, an offset or a time on each partition, merged by timestamp. Each page reads at most scan_budget records and says how many it read of how many in range; pass cursor back for the next page. With export=json|csv the records come as a download, unless the console policy forbids export (403 EXPORT_DISABLED). */
         get: operations["console_messages_browse"];
         put?: never;
         /** @description Produce one test message on your behalf (members and above). */
@@ -656,7 +656,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description Per partition, from the last retention run: stored bytes and segments, the oldest segment's newest record, and what retention deletes within 1, 6, 24 h. */
+        /** @description Per partition, from the last retention run: stored bytes and segments, the oldest segment's newest record, and what retention deletes within 1, 6, 24 h. `as_of`: when that run finished (null: no run yet, so sizes are not measured yet). */
         get: operations["reports_retention"];
         put?: never;
         post?: never;
@@ -770,6 +770,23 @@ export interface paths {
         head?: never;
         /** @description Admin routes (keys, service accounts, ACLs, quotas, members, audit): admins only. */
         patch: operations["service_accounts_update"];
+        trace?: never;
+    };
+    "/api/v1/topic-config-definitions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description What a new topic gets by default, and every accepted config's kind, unit, bounds, choices, default and description (docs/topic-configs.md). */
+        get: operations["topic_config_definitions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/topics/": {
@@ -931,10 +948,22 @@ export interface components {
             user_agent: string;
             before: unknown;
             after: unknown;
+            /** @description the topic's, group's, account's... name; null: not known */
+            object_name: string | null;
+            /** @description what differs between before and after */
+            changes: components["schemas"]["Change"][];
         };
         AuditPage: {
             count: number;
             results: components["schemas"]["AuditEventOutput"][];
+        };
+        Change: {
+            /** @description dotted path, e.g. configs.retention.ms */
+            field: string;
+            /** @description null: absent before */
+            before: unknown;
+            /** @description null: absent after */
+            after: unknown;
         };
         ClusterPartitionsOutput: {
             partitions: components["schemas"]["TopicPartitionStateOutput"][];
@@ -952,6 +981,42 @@ export interface components {
             /** Format: double */
             effectiveness: number | null;
         };
+        ConfigDefinition: {
+            name: string;
+            /**
+             * @description enum: one of choices; boolean: true/false; duration: milliseconds; size: bytes; count: a whole number; ratio: 0 to 1
+             *
+             *     * `enum` - enum
+             *     * `boolean` - boolean
+             *     * `duration` - duration
+             *     * `size` - size
+             *     * `count` - count
+             *     * `ratio` - ratio
+             */
+            kind: components["schemas"]["ConfigDefinitionKindEnum"];
+            /** @description ms, bytes, messages or replicas */
+            unit: string | null;
+            description: string;
+            /** @description the value when the topic has no override */
+            default: string;
+            choices: string[];
+            /** @description values with a meaning of their own (-1: no limit) */
+            special: {
+                [key: string]: string;
+            };
+            minimum: string | null;
+            maximum: string | null;
+        };
+        /**
+         * @description * `enum` - enum
+         *     * `boolean` - boolean
+         *     * `duration` - duration
+         *     * `size` - size
+         *     * `count` - count
+         *     * `ratio` - ratio
+         * @enum {string}
+         */
+        ConfigDefinitionKindEnum: "enum" | "boolean" | "duration" | "size" | "count" | "ratio";
         ConsoleBroker: {
             broker_id: number;
             url: string;
@@ -996,16 +1061,34 @@ export interface components {
         };
         ConsoleBrowse: {
             topic: string;
-            partition: number;
+            /** @description newest_first (start=latest) or oldest_first */
+            order: string;
             /** @description the partition was computed from the key */
             key_partition: boolean;
-            log_start_offset: number;
-            high_watermark: number;
+            /** @description the partitions read */
+            partitions: components["schemas"]["ConsoleBrowsePartition"][];
             records: components["schemas"]["ConsoleRecord"][];
+            /** @description records read for this page, all partitions */
             scanned: number;
-            next_offset: number;
+            /** @description records in this page's ranges */
+            to_scan: number;
+            /** @description records this page could read at most */
+            scan_budget: number;
+            /** @description pass it back as cursor for the next page (newest first: older records); null: nothing left */
+            cursor: string | null;
             reached_end: boolean;
             /** @description why nothing could be read (e.g. no live leader), else null */
+            unavailable: string | null;
+        };
+        ConsoleBrowsePartition: {
+            partition: number;
+            log_start_offset: number;
+            high_watermark: number;
+            /** @description records read from it for this page */
+            scanned: number;
+            /** @description records in its range for this page */
+            to_scan: number;
+            /** @description why it could not be read (e.g. no live leader), else null */
             unavailable: string | null;
         };
         ConsoleByteCounter: {
@@ -1097,6 +1180,10 @@ export interface components {
             brokers: number[];
             counters: components["schemas"]["ConsoleByteCounter"][];
             errors: string[];
+        };
+        CreateDefault: {
+            default: number;
+            maximum: number;
         };
         CsrfToken: {
             csrf_token: string;
@@ -1211,12 +1298,6 @@ export interface components {
          * @enum {string}
          */
         JobEnum: "lag" | "throughput" | "retention" | "usage";
-        /**
-         * @description * `user` - user
-         *     * `service_account` - service_account
-         * @enum {string}
-         */
-        KindEnum: "user" | "service_account";
         LagReport: {
             rows: components["schemas"]["LagReportRow"][];
             current: components["schemas"]["LagReportCurrent"][];
@@ -1326,7 +1407,7 @@ export interface components {
             password: string;
         };
         MeOutput: {
-            kind: components["schemas"]["KindEnum"];
+            kind: components["schemas"]["MeOutputKindEnum"];
             username: string | null;
             /** Format: uuid */
             service_account_id: string | null;
@@ -1336,6 +1417,12 @@ export interface components {
             role: string | null;
             memberships: components["schemas"]["MembershipOrganisation"][];
         };
+        /**
+         * @description * `user` - user
+         *     * `service_account` - service_account
+         * @enum {string}
+         */
+        MeOutputKindEnum: "user" | "service_account";
         Member: {
             member_id: string;
             client_id: string | null;
@@ -1614,6 +1701,11 @@ export interface components {
         ResourceTypeEnum: "TOPIC" | "GROUP" | "CLUSTER";
         RetentionReport: {
             rows: components["schemas"]["RetentionReportRow"][];
+            /**
+             * Format: date-time
+             * @description when the run these rows come from finished
+             */
+            as_of: string | null;
         };
         RetentionReportRow: {
             partition: number;
@@ -1773,6 +1865,13 @@ export interface components {
             partition: number;
             records: number;
             bytes: number;
+        };
+        TopicConfigDefinitionsOutput: {
+            /** @description a create without partitions gets the default */
+            partitions: components["schemas"]["CreateDefault"];
+            /** @description a create without one gets the default (the CLI sends none); the maximum is capped by the live brokers */
+            replication_factor: components["schemas"]["CreateDefault"];
+            configs: components["schemas"]["ConfigDefinition"][];
         };
         TopicDetailOutput: {
             /**
@@ -2953,6 +3052,8 @@ export interface operations {
     console_messages_browse: {
         parameters: {
             query?: {
+                /** @description a previous answer's cursor: the next page */
+                cursor?: string;
                 /**
                  * @description * `json` - json
                  *     * `csv` - csv
@@ -2965,7 +3066,10 @@ export interface operations {
                 key?: string;
                 limit?: number;
                 offset?: number;
+                /** @description one partition; absent: every partition */
                 partition?: number;
+                /** @description records read at most for this page, over all partitions */
+                scan_budget?: number;
                 /**
                  * @description * `earliest` - earliest
                  *     * `latest` - latest
@@ -5205,6 +5309,25 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    topic_config_definitions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TopicConfigDefinitionsOutput"];
                 };
             };
         };

@@ -1,5 +1,6 @@
 import { useState } from "react";
 import { ApiError } from "../api/client";
+import { useTopicConfigDefinitions } from "../api/hooks/topicConfigs";
 import type { TopicCreate } from "../api/hooks/topics";
 import { Field } from "./Field";
 import { FormError, fieldErrors } from "./States";
@@ -41,6 +42,10 @@ export function TopicCreateForm({
   const [name, setName] = useState("");
   const [partitions, setPartitions] = useState("3");
   const [retention, setRetention] = useState("");
+  // null (untouched) or empty: none is sent, so the control plane's default applies, as for
+  // `sluice topics create`; the field shows that default
+  const [rf, setRf] = useState<string | null>(null);
+  const rfBounds = useTopicConfigDefinitions().data?.replication_factor;
   const [local, setLocal] = useState<Record<string, string>>({});
   const server = (f: string) => fieldErrors(error, f);
   const errs = (f: string) => [...(local[f] ? [local[f]] : []), ...server(f)];
@@ -60,12 +65,15 @@ export function TopicCreateForm({
         e.preventDefault();
         const v = validateTopic(name, partitions);
         if (retention && !/^-?\d+$/.test(retention)) v.retention = "Retention is a number of milliseconds (-1: forever).";
+        const r = Number(rf ?? "");
+        if (rf && (!Number.isInteger(r) || r < 1)) v.replication_factor = "The replication factor is a whole number, 1 or more.";
+        else if (rf && rfBounds && r > rfBounds.maximum) v.replication_factor = `At most ${rfBounds.maximum}: one replica per live broker.`;
         setLocal(v);
         if (Object.keys(v).length) return;
         const configs: Record<string, string> = { ...PRESETS[preset].configs };
         if (retention) configs["retention.ms"] = retention;
         else delete configs["retention.ms"];
-        onSubmit({ name, partitions: Number(partitions), configs, validate_only: false });
+        onSubmit({ name, partitions: Number(partitions), ...(rf ? { replication_factor: r } : {}), configs, validate_only: false });
       }}
     >
       <fieldset>
@@ -84,6 +92,13 @@ export function TopicCreateForm({
       </Field>
       <Field label="Partitions" errors={errs("partitions")}>
         {(a) => <input {...a} type="number" min={1} value={partitions} onChange={(e) => setPartitions(e.target.value)} />}
+      </Field>
+      <Field
+        label="Replication factor"
+        help={rfBounds ? `Copies of each partition. Default ${rfBounds.default} (the control plane's, as sluice topics create uses); at most ${rfBounds.maximum} with the brokers live now.` : "Copies of each partition. Empty: the control plane's default."}
+        errors={errs("replication_factor")}
+      >
+        {(a) => <input {...a} type="number" min={1} max={rfBounds?.maximum} placeholder="default" value={rf ?? (rfBounds ? String(rfBounds.default) : "")} onChange={(e) => setRf(e.target.value)} />}
       </Field>
       <Field label="Retention (ms)" help="Empty: the default (7 days). -1 keeps records forever." errors={[...errs("retention"), ...server("configs")]}>
         {(a) => <input {...a} inputMode="numeric" value={retention} onChange={(e) => setRetention(e.target.value)} />}

@@ -1,17 +1,17 @@
 import { useState } from "react";
 import { Link, NavLink, Route, Routes, useParams } from "react-router-dom";
 import { isNotFound } from "../api/client";
-import { Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { atLeast, useMe } from "../api/hooks/auth";
 import { useGroup, useGroups } from "../api/hooks/groups";
 import { usePartitionStates } from "../api/hooks/partitions";
-import { useRetentionReport, useThroughputReport } from "../api/hooks/reports";
-import { useAddPartitions, useAlterTopicConfigs, useTopic, type TopicDetail } from "../api/hooks/topics";
+import { useRetentionReport } from "../api/hooks/reports";
+import { useAddPartitions, useTopic, type TopicDetail } from "../api/hooks/topics";
 import { Field } from "../components/Field";
+import { TopicThroughput } from "../components/TopicThroughput";
+import { TopicConfigs } from "../components/TopicConfigs";
 import { Empty, ErrorState, FormError, Loading, fieldErrors } from "../components/States";
 import { formatBytes, formatNumber } from "../lib/format";
-import { useMessageRates } from "../lib/rates";
-import { timeAxis } from "../lib/time";
+import { formatTimeFull } from "../lib/time";
 import { LiveTail } from "./LiveTail";
 import { MessageBrowser } from "./MessageBrowser";
 import { ProduceForm } from "./ProduceForm";
@@ -45,7 +45,7 @@ function Partitions({ topic }: { topic: TopicDetail }) {
                 <td className="num">{formatNumber(p.log_start_offset)}</td>
                 <td className="num">{formatNumber(p.log_end_offset)}</td>
                 <td className="num">{formatNumber(p.high_watermark)}</td>
-                <td className="num">{size[p.partition] === undefined ? "—" : formatBytes(size[p.partition])}</td>
+                <td className="num">{size[p.partition] === undefined ? <span className="muted">not measured yet</span> : formatBytes(size[p.partition])}</td>
               </tr>
             ))}
           </tbody>
@@ -54,7 +54,9 @@ function Partitions({ topic }: { topic: TopicDetail }) {
       {states.data?.errors.length ? (
         <p className="state error" role="status">Some partition state could not be read just now: {states.data.errors.join("; ")}.</p>
       ) : null}
-      {!retention.data && <p className="muted">Sizes come from the retention report once it has run.</p>}
+      <p className="muted" data-testid="sizes-as-of">
+        {retention.data?.as_of ? `Sizes as of ${formatTimeFull(retention.data.as_of)} (the retention report).` : "Sizes are not measured yet: they come from the retention report once it has run."}
+      </p>
       {atLeast(me?.role, "member") && (
         <form
           className="form inline"
@@ -76,62 +78,13 @@ function Partitions({ topic }: { topic: TopicDetail }) {
   );
 }
 
-function Configs({ topic }: { topic: TopicDetail }) {
-  const me = useMe().data;
-  const canWrite = atLeast(me?.role, "member");
-  const alter = useAlterTopicConfigs(topic.name);
-  const [edits, setEdits] = useState<Record<string, string>>({});
-  const names = Object.keys(topic.effective_configs).sort();
-  const changed = Object.keys(edits).filter((k) => edits[k] !== topic.effective_configs[k]);
-  return (
-    <form
-      aria-label="Topic configs"
-      onSubmit={(e) => {
-        e.preventDefault();
-        const body: Record<string, string> = {};
-        for (const k of changed) body[k] = edits[k];
-        alter.mutate(body, { onSuccess: () => setEdits({}) });
-      }}
-    >
-      <table className="table compact">
-        <thead><tr><th>Config</th><th>Value</th><th>Source</th></tr></thead>
-        <tbody>
-          {names.map((k) => (
-            <tr key={k}>
-              <td><label htmlFor={`cfg-${k}`}>{k}</label></td>
-              <td>
-                {canWrite ? (
-                  <input id={`cfg-${k}`} value={edits[k] ?? topic.effective_configs[k]} onChange={(e) => setEdits({ ...edits, [k]: e.target.value })} aria-invalid={fieldErrors(alter.error, k).length ? true : undefined} aria-describedby={fieldErrors(alter.error, k).length ? `cfg-${k}-error` : undefined} />
-                ) : (
-                  <code id={`cfg-${k}`}>{topic.effective_configs[k]}</code>
-                )}
-                {fieldErrors(alter.error, k).length > 0 && <small id={`cfg-${k}-error`} className="field-error" role="alert">{fieldErrors(alter.error, k).join(" ")}</small>}
-              </td>
-              <td>{k in topic.configs ? "topic" : "default"}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      <FormError error={alter.error} />
-      {canWrite && (
-        <div className="actions">
-          <button type="submit" className="primary" disabled={!changed.length || alter.isPending}>
-            {alter.isPending ? "Saving…" : changed.length ? `Save ${changed.length} change${changed.length > 1 ? "s" : ""}` : "No changes"}
-          </button>
-          {alter.isSuccess && <span role="status">Saved.</span>}
-        </div>
-      )}
-    </form>
-  );
-}
-
 function ConsumingGroup({ groupId, topic }: { groupId: string; topic: string }) {
   const g = useGroup(groupId);
   const rows = g.data?.offsets.filter((o) => o.topic === topic) ?? [];
   if (!rows.length) return null;
   return (
     <tr>
-      <td>{groupId}</td>
+      <td><Link to={`/groups/${encodeURIComponent(groupId)}`}>{groupId}</Link></td>
       <td>{g.data?.state}</td>
       <td className="num">{formatNumber(rows.reduce((s, o) => s + (o.lag ?? 0), 0))}</td>
     </tr>
@@ -153,49 +106,6 @@ function Consumers({ topic }: { topic: string }) {
       <thead><tr><th>Group</th><th>State</th><th className="num">Lag on this topic</th></tr></thead>
       <tbody>{list.map((g) => <ConsumingGroup key={g.group_id} groupId={g.group_id} topic={topic} />)}</tbody>
     </table>
-  );
-}
-
-function Throughput({ topic }: { topic: string }) {
-  const states = usePartitionStates(topic, 2000);
-  const rates = useMessageRates(states.data, 90);
-  const report = useThroughputReport(topic, "minute", 24);
-  const hist: Record<string, { ts: string; records: number; bytes: number }> = {};
-  for (const r of report.data?.rows ?? []) {
-    const h = (hist[r.ts] ??= { ts: r.ts, records: 0, bytes: 0 });
-    h.records += r.records;
-    h.bytes += r.bytes;
-  }
-  const history = Object.values(hist).sort((a, b) => a.ts.localeCompare(b.ts));
-  const liveAx = timeAxis(rates.map((r) => r.t));
-  const histAx = timeAxis(history.map((h) => h.ts));
-  return (
-    <>
-      <h3>Live messages/s</h3>
-      {rates.length < 2 ? <p className="muted">Measuring… the chart fills in over a few seconds.</p> : (
-        <ResponsiveContainer width="100%" height={200}>
-          <LineChart data={rates.map((r) => ({ t: r.t, rate: Number((r.byTopic[topic] ?? 0).toFixed(2)) }))}>
-            <XAxis dataKey="t" minTickGap={40} tickFormatter={liveAx.tick} />
-            <YAxis />
-            <Tooltip labelFormatter={liveAx.label} />
-            <Line type="monotone" dataKey="rate" stroke="#2563eb" dot={false} isAnimationActive={false} />
-          </LineChart>
-        </ResponsiveContainer>
-      )}
-      <h3>Last 24 hours (throughput report)</h3>
-      {report.isPending ? <Loading what="the throughput report" /> : report.isError ? (
-        <p className="muted">{(report.error as { status?: number }).status === 404 ? "Reports are not available on this control plane yet." : "The throughput report could not be loaded."}</p>
-      ) : history.length === 0 ? <p className="state empty">No report rows for this topic yet.</p> : (
-        <ResponsiveContainer width="100%" height={200}>
-          <LineChart data={history}>
-            <XAxis dataKey="ts" minTickGap={60} tickFormatter={histAx.tick} />
-            <YAxis />
-            <Tooltip labelFormatter={histAx.label} />
-            <Line type="monotone" dataKey="records" stroke="#16a34a" dot={false} isAnimationActive={false} />
-          </LineChart>
-        </ResponsiveContainer>
-      )}
-    </>
   );
 }
 
@@ -229,12 +139,12 @@ export function TopicDetailPage() {
       </nav>
       <Routes>
         <Route index element={<Partitions topic={t} />} />
-        <Route path="configs" element={<Configs topic={t} />} />
+        <Route path="configs" element={<TopicConfigs topic={t} />} />
         <Route path="messages" element={<MessageBrowser topic={t} />} />
         <Route path="live" element={<LiveTail topic={t} />} />
         <Route path="produce" element={<ProduceForm topic={t} />} />
         <Route path="consumers" element={<Consumers topic={t.name} />} />
-        <Route path="throughput" element={<Throughput topic={t.name} />} />
+        <Route path="throughput" element={<TopicThroughput topic={t.name} />} />
       </Routes>
     </section>
   );
