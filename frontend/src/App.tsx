@@ -63,7 +63,6 @@ function Shell() {
   return (
     <div className="shell">
       <header className="topbar">
-        <MenuButton nav={nav} />
         <span className="brand">Sluice</span>
         <OrganisationSwitcher />
         <span className="who">
@@ -72,6 +71,8 @@ function Shell() {
         <button type="button" onClick={() => signOut.mutate()}>
           Sign out
         </button>
+        {/* last in the header, so Tab goes from it straight into the links it opens */}
+        <MenuButton nav={nav} />
       </header>
       <MainNav nav={nav} admin={admin} />
       <main className="content">
