@@ -96,7 +96,7 @@ function Shell() {
             <Route path="/access/quotas" element={<Quotas />} />
             <Route path="/access/audit" element={<Audit />} />
             <Route path="/sign-in" element={<Navigate to="/" replace />} />
-            <Route path="*" element={<p className="state empty">There is no page here. Pick one on the left.</p>} />
+            <Route path="*" element={<p className="state empty">There is no page here. Pick one from the navigation.</p>} />
           </Routes>
         )}
       </main>
