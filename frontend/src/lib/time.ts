@@ -77,3 +77,41 @@ export function timeAxis(values: TimeValue[], opts: TimeFormatOptions = {}) {
     label: (v: unknown) => formatTimeFull(v as TimeValue, opts),
   };
 }
+
+const SECOND = 1000;
+const STEPS = [
+  SECOND, 5 * SECOND, 10 * SECOND, 15 * SECOND, 30 * SECOND,
+  MINUTE, 2 * MINUTE, 5 * MINUTE, 10 * MINUTE, 15 * MINUTE, 30 * MINUTE,
+  HOUR, 2 * HOUR, 3 * HOUR, 6 * HOUR, 12 * HOUR, DAY, 2 * DAY, 7 * DAY,
+];
+
+/** Ticks at round real times between `lo` and `hi` (epoch ms): the smallest step from 1 s to
+ * 7 days that gives at most `maxTicks`, at multiples of it (whole minutes, hours, ...; hour
+ * steps are whole in the reader's zone too, when it is a whole-hour offset from UTC). With a
+ * time-scaled axis, samples sit where they happened and ticks do not pretend they are even. */
+export function timeTicks(lo: number, hi: number, maxTicks = 6): number[] {
+  if (!(hi > lo) || maxTicks < 1) return Number.isFinite(lo) ? [lo] : [];
+  const step = STEPS.find((s) => (hi - lo) / s <= maxTicks) ?? Math.ceil((hi - lo) / maxTicks / DAY) * DAY;
+  const out: number[] = [];
+  for (let t = Math.ceil(lo / step) * step; t <= hi; t += step) out.push(t);
+  return out;
+}
+
+/** A numeric time axis over `times` (epoch ms): recharts XAxis props (`type="number"`,
+ * `scale="time"`, the domain, real-time ticks, short labels) and the tooltip's full time. */
+export function timeScale(times: number[], opts: TimeFormatOptions & { maxTicks?: number } = {}) {
+  const finite = times.filter((t) => Number.isFinite(t));
+  const lo = finite.length ? Math.min(...finite) : 0;
+  const hi = finite.length ? Math.max(...finite) : 0;
+  const fmt = timeTickFormatter(hi - lo, opts);
+  return {
+    xAxis: {
+      type: "number" as const,
+      scale: "time" as const,
+      domain: [lo, hi] as [number, number],
+      ticks: timeTicks(lo, hi, opts.maxTicks ?? 6),
+      tickFormatter: (v: number) => fmt(v),
+    },
+    label: (v: unknown) => formatTimeFull(v as TimeValue, opts),
+  };
+}

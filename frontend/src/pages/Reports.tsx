@@ -1,4 +1,4 @@
-import { Bar, BarChart, CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
+import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { isNotFound } from "../api/client";
 import { atLeast, useMe } from "../api/hooks/auth";
 import {
@@ -6,22 +6,27 @@ import {
   useSkewReport, useThroughputReport, useUsageReport, type ReportJob,
 } from "../api/hooks/reports";
 import { ErrorState, FormError, Loading, NotAvailable } from "../components/States";
+import { TimeSeriesChart } from "../components/TimeSeriesChart";
 import { formatBytes, formatDuration, formatNumber } from "../lib/format";
-import { formatTimeFull, timeAxis } from "../lib/time";
+import { carryForwardSum } from "../lib/series";
+import { formatTimeFull } from "../lib/time";
 
 const COLORS = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2"];
 
-/** Rows keyed by ts with one column per series (group, topic, account), for a line chart. */
-function pivot<T extends { ts: string }>(rows: T[], series: (r: T) => string, value: (r: T) => number) {
-  const byTs: Record<string, Record<string, number | string>> = {};
-  const names = new Set<string>();
+/** One time series per name (group, topic, account; the first six), values of the same
+ * time and name summed, for a chart on a real time axis. */
+function seriesBy<T extends { ts: string }>(rows: T[], name: (r: T) => string, value: (r: T) => number) {
+  const by = new Map<string, Map<number, number>>();
   for (const r of rows) {
-    const s = series(r);
-    names.add(s);
-    const row = (byTs[r.ts] ??= { ts: r.ts });
-    row[s] = ((row[s] as number) ?? 0) + value(r);
+    const points = by.get(name(r)) ?? new Map<number, number>();
+    const t = new Date(r.ts).getTime();
+    points.set(t, (points.get(t) ?? 0) + value(r));
+    by.set(name(r), points);
   }
-  return { data: Object.values(byTs).sort((a, b) => String(a.ts).localeCompare(String(b.ts))), names: [...names].slice(0, 6) };
+  return [...by.entries()].slice(0, 6).map(([n, points]) => ({
+    name: n,
+    points: [...points.entries()].sort((a, b) => a[0] - b[0]).map(([t, v]) => ({ t, value: v })),
+  }));
 }
 
 type ReportQuery = { isPending: boolean; isError: boolean; error: unknown; data?: { rows: unknown[] }; refetch: () => unknown };
@@ -57,12 +62,18 @@ export function Reports() {
       </section>
     );
   }
-  const lagP = pivot(lag.data?.rows ?? [], (r) => r.group_id, (r) => r.offset_lag);
-  const tputP = pivot(tput.data?.rows ?? [], (r) => r.topic, (r) => r.records);
-  const usageP = pivot(usage.data?.rows ?? [], (r) => r.service_account, (r) => r.bytes_in + r.bytes_out);
-  const skewP = pivot(skew.data?.rows ?? [], (r) => r.topic, (r) => r.skew);
-  const axis = (p: { data: Record<string, string | number>[] }) => timeAxis(p.data.map((r) => r.ts));
-  const [lagAx, tputAx, usageAx, skewAx] = [lagP, tputP, usageP, skewP].map(axis);
+  // each group's lag: its partitions' samples (taken at different times) carried forward
+  // before summing, so the sum does not drop between one partition's samples and the next's
+  const lagRows = lag.data?.rows ?? [];
+  const lagSeries = [...new Set(lagRows.map((r) => r.group_id))].slice(0, 6).map((g) => ({
+    name: g,
+    points: carryForwardSum(
+      lagRows.filter((r) => r.group_id === g).map((r) => ({ t: new Date(r.ts).getTime(), key: `${r.topic}/${r.partition}`, value: r.offset_lag })),
+    ),
+  }));
+  const tputS = seriesBy(tput.data?.rows ?? [], (r) => r.topic, (r) => r.records);
+  const usageS = seriesBy(usage.data?.rows ?? [], (r) => r.service_account, (r) => r.bytes_in + r.bytes_out);
+  const skewS = seriesBy(skew.data?.rows ?? [], (r) => r.topic, (r) => r.skew);
   const hot = (skew.data?.rows ?? []).filter((r) => r.hot_partition !== null).slice(-10).reverse();
   const compRows = (compaction.data?.rows ?? []).map((r) => ({
     ...r,
@@ -105,18 +116,10 @@ export function Reports() {
         {run.isSuccess && <p className="muted" role="status">The {run.variables} run is queued; the table above shows it when it starts and finishes.</p>}
       </div>
       <Chart title="Consumer lag (24 h)" q={lag} render={() => (
-        <ResponsiveContainer width="100%" height={240}>
-          <LineChart data={lagP.data}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} tickFormatter={lagAx.tick} /><YAxis /><Tooltip labelFormatter={lagAx.label} /><Legend />
-            {lagP.names.map((n, i) => <Line key={n} dataKey={n} stroke={COLORS[i % COLORS.length]} dot={false} isAnimationActive={false} />)}
-          </LineChart>
-        </ResponsiveContainer>
+        <TimeSeriesChart label="Consumer lag per group" series={lagSeries} height={240} step format={(v) => formatNumber(v)} empty="No lag sample in the last 24 hours." />
       )} />
       <Chart title="Throughput, records per hour (24 h)" q={tput} render={() => (
-        <ResponsiveContainer width="100%" height={240}>
-          <LineChart data={tputP.data}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} tickFormatter={tputAx.tick} /><YAxis /><Tooltip labelFormatter={tputAx.label} /><Legend />
-            {tputP.names.map((n, i) => <Line key={n} dataKey={n} stroke={COLORS[i % COLORS.length]} dot={false} isAnimationActive={false} />)}
-          </LineChart>
-        </ResponsiveContainer>
+        <TimeSeriesChart label="Records per hour per topic" series={tputS} height={240} format={(v) => formatNumber(v)} empty="No throughput in the last 24 hours." />
       )} />
       <Chart title="Peak minute per topic (24 h)" q={peaks} render={() => (
         <>
@@ -138,11 +141,7 @@ export function Reports() {
       )} />
       <Chart title="Partition skew per hour (1.0 is even; 2 or more has a hot partition)" q={skew} render={() => (
         <>
-          <ResponsiveContainer width="100%" height={240}>
-            <LineChart data={skewP.data} aria-label="Skew per topic"><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} tickFormatter={skewAx.tick} /><YAxis /><Tooltip labelFormatter={skewAx.label} /><Legend />
-              {skewP.names.map((n, i) => <Line key={n} dataKey={n} stroke={COLORS[i % COLORS.length]} isAnimationActive={false} />)}
-            </LineChart>
-          </ResponsiveContainer>
+          <TimeSeriesChart label="Skew per topic" series={skewS} height={240} format={(v) => formatNumber(v, 2)} empty="No skew measured in the last 24 hours." />
           {hot.length === 0 ? <p className="muted">No hot partition in the last 24 hours.</p> : (
             <table className="table compact" aria-label="Hot partitions">
               <thead><tr><th>Hour</th><th>Topic</th><th className="num">Hot partition</th><th className="num">Share of records</th><th className="num">Skew</th></tr></thead>
@@ -181,11 +180,7 @@ export function Reports() {
         </ResponsiveContainer>
       )} />
       <Chart title="Usage: bytes in + out per service account (7 days)" q={usage} render={() => (
-        <ResponsiveContainer width="100%" height={240}>
-          <LineChart data={usageP.data}><CartesianGrid strokeDasharray="3 3" /><XAxis dataKey="ts" minTickGap={60} tickFormatter={usageAx.tick} /><YAxis tickFormatter={(v) => formatBytes(v)} width={80} /><Tooltip labelFormatter={usageAx.label} formatter={(v) => formatBytes(Number(v))} /><Legend />
-            {usageP.names.map((n, i) => <Line key={n} dataKey={n} stroke={COLORS[i % COLORS.length]} dot={false} isAnimationActive={false} />)}
-          </LineChart>
-        </ResponsiveContainer>
+        <TimeSeriesChart label="Bytes in and out per service account" series={usageS} height={240} format={(v) => formatBytes(v)} empty="No usage in the last 7 days." />
       )} />
     </section>
   );
