@@ -71,6 +71,7 @@ from brokernodes.errors import (
     OutOfOrderSequenceError,
     ProducerFencedError,
 )
+from brokernodes.records.control import TxnMarker
 from brokernodes.records.header import BatchHeader
 from brokernodes.storage.txn_index import AbortedTxn
 
@@ -467,15 +468,15 @@ class ProducerStateManager:
         self,
         headers: Iterable[BatchHeader],
         *,
-        commit_of: Callable[[BatchHeader], bool] | None = None,
+        marker_of: Callable[[BatchHeader], TxnMarker] | None = None,
     ) -> list[AbortedTxn]:
         """``update`` with every batch at or beyond ``map_end_offset`` (after a snapshot);
-        ``commit_of`` reads a control batch's marker type. Returns the aborted transactions
+        ``marker_of`` reads a control batch's marker. Returns the aborted transactions
         the replayed markers ended."""
         aborted: list[AbortedTxn] = []
         for header in headers:
             if header.base_offset + header.last_offset_delta >= self._map_end_offset:
-                self._fold(header, commit_of, aborted)
+                self._fold(header, marker_of, aborted)
         return aborted
 
     def rebuild(
@@ -483,14 +484,14 @@ class ProducerStateManager:
         headers: Iterable[BatchHeader],
         *,
         log_start_offset: int = 0,
-        commit_of: Callable[[BatchHeader], bool] | None = None,
+        marker_of: Callable[[BatchHeader], TxnMarker] | None = None,
         high_watermark: int | None = None,
     ) -> list[AbortedTxn]:
         """Forget everything and replay the log's batch headers, read from the log start.
 
         Batches that end below ``log_start_offset`` (the head of the first segment) are
         skipped, so the result equals the live state after ``on_log_start_advanced``.
-        ``commit_of`` reads a control batch's marker type (required when the log has
+        ``marker_of`` reads a control batch's marker (required when the log has
         markers); ended transactions below ``high_watermark`` are forgotten as the replay
         goes. Returns every aborted transaction the markers ended, in marker order: what
         the segments' ``.txnindex`` files must hold.
@@ -499,7 +500,7 @@ class ProducerStateManager:
         aborted: list[AbortedTxn] = []
         for header in headers:
             if header.base_offset + header.last_offset_delta >= log_start_offset:
-                self._fold(header, commit_of, aborted)
+                self._fold(header, marker_of, aborted)
                 if high_watermark is not None:
                     self.on_high_watermark(high_watermark)
         return aborted
@@ -507,17 +508,18 @@ class ProducerStateManager:
     def _fold(
         self,
         header: BatchHeader,
-        commit_of: Callable[[BatchHeader], bool] | None,
+        marker_of: Callable[[BatchHeader], TxnMarker] | None,
         aborted: list[AbortedTxn],
     ) -> None:
-        commit = None
+        commit, coordinator_epoch = None, -1
         if header.is_control and header.producer_id > NO_PRODUCER_ID:
-            if commit_of is None:
+            if marker_of is None:
                 raise ValueError(
-                    f"control batch at offset {header.base_offset}: replay needs commit_of"
+                    f"control batch at offset {header.base_offset}: replay needs marker_of"
                 )
-            commit = commit_of(header)
-        txn = self.update(header, commit=commit)
+            marker = marker_of(header)
+            commit, coordinator_epoch = marker.commit, marker.coordinator_epoch
+        txn = self.update(header, commit=commit, coordinator_epoch=coordinator_epoch)
         if txn is not None and txn.aborted:
             aborted.append(self.aborted_entry(txn))
 

@@ -280,11 +280,13 @@ class ReplicaManager:
         current_leader_epoch: int = -1,
         broker_epoch: int = -1,
         min_one_batch: bool = True,
+        read_committed: bool = False,
     ) -> FetchData:
         """Read whole batches from ``offset``; long-poll up to ``max_wait_ms`` for
         ``min_bytes``. Raises OFFSET_OUT_OF_RANGE with the log's bounds attached.
         ``min_one_batch`` (consumers): the first batch even if over ``max_bytes`` (a Kafka
         fetch of several partitions grants it to the first partition with data only).
+        ``read_committed`` consumers read below the last stable offset only.
 
         A replica fetch (``replica_id``) is validated and recorded first (its offset is the
         follower's log end offset: HW and ISR follow), reads past the HW and long-polls on
@@ -305,7 +307,9 @@ class ReplicaManager:
                     return data
         while True:
             try:
-                data = p.read(offset, max_bytes, min_one_batch=min_one_batch)
+                data = p.read(
+                    offset, max_bytes, min_one_batch=min_one_batch, read_committed=read_committed
+                )
             except OffsetOutOfRangeError as e:
                 e.details = {  # type: ignore[attr-defined]
                     "log_start_offset": p.log.log_start_offset,
@@ -319,10 +323,13 @@ class ReplicaManager:
             if p.closed:  # released by close: the log may be closed already
                 return data
 
-    def list_offsets(self, topic: str, partition: int, timestamp: int) -> TimestampOffset:
-        """Kafka's ListOffsets for consumers (bounded by the high watermark)."""
+    def list_offsets(
+        self, topic: str, partition: int, timestamp: int, *, read_committed: bool = False
+    ) -> TimestampOffset:
+        """Kafka's ListOffsets for consumers (bounded by the high watermark, or by the last
+        stable offset for read_committed: latest is then the LSO)."""
         p = self.get_partition(topic, partition)
-        hw = p.log.high_watermark
+        hw = p.last_stable_offset if read_committed else p.log.high_watermark
         found = p.log.offset_for_timestamp(timestamp, max_offset=hw)
         return found if found is not None else TimestampOffset(-1, hw)
 

@@ -62,7 +62,12 @@ from brokernodes.errors import (
     RequestTimedOutError,
 )
 from brokernodes.records.compression import INFLATION_RATIO
-from brokernodes.records.control import decode_txn_marker, encode_txn_marker, marker_is_commit
+from brokernodes.records.control import (
+    TxnMarker,
+    decode_txn_marker,
+    encode_txn_marker,
+    marker_is_commit,
+)
 from brokernodes.records.header import LOG_OVERHEAD, BatchHeader, iter_batches
 from brokernodes.replication import errors as codes
 from brokernodes.replication.errors import NotEnoughReplicasAfterAppendError
@@ -242,13 +247,13 @@ class Partition:
                     current[0] = seg
                     yield from seg.iter_headers()
 
-            def commit_of(h: BatchHeader) -> bool:
-                return decode_txn_marker(current[0].read_bytes(h.position, h.size)).commit
+            def marker_of(h: BatchHeader) -> TxnMarker:
+                return decode_txn_marker(current[0].read_bytes(h.position, h.size))
 
             aborted = state.rebuild(
                 headers(),
                 log_start_offset=log.log_start_offset,
-                commit_of=commit_of,
+                marker_of=marker_of,
                 high_watermark=log.high_watermark,
             )
         return state, aborted

@@ -9,7 +9,7 @@ import pytest
 
 from brokernodes.errors import InvalidProducerEpochError, KafkaStorageError, ProducerFencedError
 from brokernodes.records.batch import Record, encode_batch
-from brokernodes.records.control import encode_txn_marker
+from brokernodes.records.control import TxnMarker, encode_txn_marker
 from brokernodes.records.header import CONTROL_BIT, TRANSACTIONAL_BIT
 from brokernodes.server.replica.partition import Partition
 from brokernodes.storage.config import LogConfig
@@ -28,6 +28,10 @@ def txn_batch(pid, seq, base_offset, count=1, epoch=0):
 
 def marker(pid, base_offset, epoch=0):
     return header(pid, epoch, -1, 1, base_offset, attributes=MARKER)
+
+
+def as_marker(h, commit, coordinator_epoch=0):
+    return TxnMarker(h.producer_id, h.producer_epoch, commit, coordinator_epoch, 0, h.base_offset)
 
 
 # --- producer state: open transactions and the LSO ----------------------------------------
@@ -125,7 +129,7 @@ def test_rebuild_gives_the_live_state_and_every_abort():
         if txn is not None and txn.aborted:
             aborted.append(live.aborted_entry(txn))
     rebuilt = ProducerStateManager()
-    again = rebuilt.rebuild(headers, commit_of=lambda h: commits[h.base_offset])
+    again = rebuilt.rebuild(headers, marker_of=lambda h: as_marker(h, commits[h.base_offset]))
     assert again == aborted == [AbortedTxn(1, 0, 2, 1)]
     assert rebuilt.ongoing_transactions == live.ongoing_transactions == {3: 3, 1: 6}
     assert rebuilt.last_stable_offset(7) == live.last_stable_offset(7) == 3
@@ -137,7 +141,7 @@ def test_rebuild_forgets_ended_transactions_below_the_hw_as_it_goes():
     headers = []
     for i in range(100):
         headers += [txn_batch(1, i, 2 * i), marker(1, 2 * i + 1)]
-    state.rebuild(headers, commit_of=lambda h: True, high_watermark=150)
+    state.rebuild(headers, marker_of=lambda h: as_marker(h, True), high_watermark=150)
     assert len(state._unreplicated) == 25  # markers at 151..199 await replication
     assert state.last_stable_offset(150) == 150
     assert state.last_stable_offset(200) == 200

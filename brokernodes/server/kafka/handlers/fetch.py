@@ -1,6 +1,12 @@
 """Fetch (v4-17) for consumers: whole batches below the high watermark, sent with
 ``sendfile`` straight from the segment files.
 
+isolation_level=1 (read_committed) reads stop at the last stable offset (below it every
+transaction is decided), and each partition's answer lists the aborted transactions
+(producer id, first offset) overlapping the range read, from the segments' ``.txnindex``;
+the client drops those producers' batches from that offset until their ABORT marker, as
+Kafka's consumers do. Every answer carries the partition's LSO.
+
 Each partition is read through ``ReplicaManager.fetch`` as the binary HTTP fetch reads it;
 the long poll spans every requested partition: the answer goes out once ``min_bytes`` are
 readable, a partition answers an error, or ``max_wait_ms`` passed (capped by the broker's
@@ -12,9 +18,7 @@ partition, except that the first partition with data returns at least one whole 
 Not supported: fetch sessions (KIP-227; every answer has session id 0, which clients take
 as "sessionless": they keep sending full fetches; an incremental fetch of a session answers
 FETCH_SESSION_ID_NOT_FOUND), replica fetches over the Kafka protocol (brokers replicate over
-HTTP), transactions (read_committed reads up to the last stable offset, which equals the
-high watermark since no transaction is ever open; no aborted transactions), and reading
-from followers (KIP-392: the preferred read replica is always -1).
+HTTP) and reading from followers (KIP-392: the preferred read replica is always -1).
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ class PartitionRead:
     diverging: tuple[int, int] | None = None  # (epoch, end offset) of a diverged log
     bounds: tuple[int, int] = (-1, -1)  # (high watermark, log start) for an error answer
     files: list = field(default_factory=list)
+    last_stable_offset: int = -1
+    aborted: list[dict] | None = None  # read_committed: the aborted transactions in range
 
 
 def diverging_epoch(p: Partition, last_fetched_epoch: int, offset: int) -> tuple[int, int] | None:
@@ -85,10 +91,17 @@ def diverging_epoch(p: Partition, last_fetched_epoch: int, offset: int) -> tuple
 class FetchPlan:
     """The partitions of one Fetch request and the reads that answer it."""
 
-    def __init__(self, ctx: KafkaContext, reads: list[PartitionRead], max_bytes: int) -> None:
+    def __init__(
+        self,
+        ctx: KafkaContext,
+        reads: list[PartitionRead],
+        max_bytes: int,
+        read_committed: bool = False,
+    ) -> None:
         self.ctx = ctx
         self.reads = reads
         self.max_bytes = max_bytes
+        self.read_committed = read_committed
         # a partition answered an error while being found or read: answer at once (as
         # Kafka does; authorization and unknown topic ids do not end the long poll)
         self.failed = False
@@ -123,10 +136,16 @@ class FetchPlan:
             r.data = r.tail = None
             limit = max(0, min(r.max_bytes, remaining))
             p = r.partition
-            tail = p.read_tail(r.offset, limit) if p is not None and limit else None
+            committed = self.read_committed
+            tail = (
+                p.read_tail(r.offset, limit, read_committed=committed)
+                if p is not None and limit
+                else None
+            )
             if tail is not None:  # a consumer at the end: no file to open, no sendfile
                 log = p.log  # type: ignore[union-attr]
                 r.tail, r.bounds = tail, (log.high_watermark, log.log_start_offset)
+                self._stable(r)
                 first = False
                 remaining -= len(tail)
                 total += len(tail)
@@ -139,6 +158,7 @@ class FetchPlan:
                     max_bytes=limit,
                     min_bytes=0,
                     min_one_batch=first,
+                    read_committed=committed,
                 )
             except OffsetOutOfRangeError:
                 r.error = kerr.OFFSET_OUT_OF_RANGE
@@ -152,12 +172,27 @@ class FetchPlan:
                 self.failed = True
                 continue
             r.data = data
+            self._stable(r)
             size = data.size
             if size:
                 first = False
                 remaining -= size
                 total += size
         return total
+
+    def _stable(self, r: PartitionRead) -> None:
+        """The partition's LSO and, for read_committed, the aborted transactions between
+        the fetch offset and it (read after the data: the LSO only grows, so they cover
+        what was read)."""
+        p = r.partition
+        if p is None:
+            return
+        r.last_stable_offset = lso = p.last_stable_offset
+        if self.read_committed:
+            r.aborted = [
+                {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                for a in p.aborted_transactions(r.offset, lso)
+            ]
 
     @property
     def waitable(self) -> list[Partition]:
@@ -212,6 +247,12 @@ class FetchPlan:
             r.files.append(records)
 
 
+def _lso(r: PartitionRead, high_watermark: int) -> int:
+    """The LSO read with the data (the high watermark when none was read)."""
+    lso = r.last_stable_offset
+    return high_watermark if lso < 0 else min(lso, high_watermark)
+
+
 def partition_answer(r: PartitionRead, read_committed: bool) -> dict:
     answer: dict = {
         "partition_index": r.index,
@@ -220,15 +261,18 @@ def partition_answer(r: PartitionRead, read_committed: bool) -> dict:
         "preferred_read_replica": -1,
         "records": b"",
     }
+    if read_committed and r.aborted and r.error == kerr.NONE:
+        answer["aborted_transactions"] = r.aborted
     if r.tail is not None and r.error == kerr.NONE:
-        answer["high_watermark"] = answer["last_stable_offset"] = r.bounds[0]
+        answer["high_watermark"] = r.bounds[0]
+        answer["last_stable_offset"] = _lso(r, r.bounds[0])
         answer["log_start_offset"] = r.bounds[1]
         answer["records"] = r.tail
         return answer
     data = r.data
     if data is not None and r.error == kerr.NONE:
-        # no transactions: the last stable offset is the high watermark
-        answer["high_watermark"] = answer["last_stable_offset"] = data.high_watermark
+        answer["high_watermark"] = data.high_watermark
+        answer["last_stable_offset"] = _lso(r, data.high_watermark)
         answer["log_start_offset"] = data.log_start_offset
         if r.files:
             answer["records"] = r.files[0]
@@ -300,7 +344,7 @@ async def fetch(ctx: KafkaContext, header: RequestHeader, request: dict) -> dict
     read_committed = request["isolation_level"] == READ_COMMITTED
     topics, reads = plan_reads(ctx, version, request)
     max_bytes = max(0, min(request["max_bytes"], config.max_fetch_bytes))
-    plan = FetchPlan(ctx, reads, max_bytes)
+    plan = FetchPlan(ctx, reads, max_bytes, read_committed)
     plan.resolve()
     min_bytes = request["min_bytes"]
     loop = asyncio.get_running_loop()

@@ -5,9 +5,9 @@ ListOffsets answers from the partition leader's log as the HTTP list-offsets rou
 timestamp lookup from the batch to the record as Kafka does (the first record with a
 timestamp >= the one asked; -3: the record holding the largest timestamp): -2 earliest and
 -4 earliest-local (no tiered storage: the same) are the log start offset, -1 latest is the
-high watermark (also for read_committed: with no transactions the last stable offset is the
-high watermark), -5 latest-tiered is -1 (nothing is tiered). A timestamp with no record at or
-after it answers offset -1 and timestamp -1, as Kafka does.
+high watermark (for isolation_level=1, read_committed, the last stable offset, and timestamp
+lookups stop there too), -5 latest-tiered is -1 (nothing is tiered). A timestamp with no
+record at or after it answers offset -1 and timestamp -1, as Kafka does.
 
 OffsetForLeaderEpoch answers from the leader-epoch cache: the end offset of the requested
 epoch (-1/-1 when unknown), fenced by the client's current leader epoch (KIP-320).
@@ -53,11 +53,11 @@ def record_in_batch(raw: bytes, offset: int, timestamp: int) -> tuple[int, int] 
     return None if hit is None else (hit.offset, hit.timestamp)
 
 
-def lookup(p: Partition, timestamp: int) -> tuple[int, int, int]:
+def lookup(p: Partition, timestamp: int, read_committed: bool = False) -> tuple[int, int, int]:
     """(timestamp, offset, leader epoch) ListOffsets answers for ``timestamp``."""
     log = p.log
     cache = log.leader_epoch_cache
-    hw = log.high_watermark
+    hw = p.last_stable_offset if read_committed else log.high_watermark
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         start = log.log_start_offset
         first = cache.earliest_entry
@@ -95,6 +95,7 @@ async def list_offsets(ctx: KafkaContext, header: RequestHeader, request: dict) 
     replicas = ctx.broker.replicas
     authorized: dict[str, int] = {}
     topics = []
+    read_committed = request.get("isolation_level", 0) == 1
     for t in request["topics"]:
         name = t["name"]
         error = _authorized(ctx, authorized, name)
@@ -112,7 +113,7 @@ async def list_offsets(ctx: KafkaContext, header: RequestHeader, request: dict) 
                 if code != kerr.NONE:
                     answer["error_code"] = code
                     continue
-                ts, offset, epoch = lookup(p, q["timestamp"])
+                ts, offset, epoch = lookup(p, q["timestamp"], read_committed)
             except SluiceError as e:
                 answer["error_code"] = kerr.kafka_code(e)
                 continue
