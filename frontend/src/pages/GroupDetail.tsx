@@ -4,6 +4,8 @@ import { ApiError, isNotFound } from "../api/client";
 import { atLeast, useMe } from "../api/hooks/auth";
 import { useGroup, useResetOffsets, useUndoReset, type ResetPlan, type ResetStrategy } from "../api/hooks/groups";
 import { Field } from "../components/Field";
+import { GroupDelete } from "../components/GroupDelete";
+import { GroupMembers } from "../components/GroupMembers";
 import { LagTable } from "../components/LagTable";
 import { Empty, ErrorState, FormError, Loading, fieldErrors } from "../components/States";
 import { formatNumber } from "../lib/format";
@@ -132,20 +134,9 @@ export function GroupDetailPage() {
       <h2>Lag</h2>
       <LagTable offsets={g.offsets} />
       <h2>Members</h2>
-      {g.members.length === 0 ? <p className="state empty">No active members.</p> : (
-        <table className="table compact" aria-label="Members">
-          <thead><tr><th>Member</th><th>Client</th><th>Host</th><th>Instance</th><th>Assignments</th></tr></thead>
-          <tbody>
-            {g.members.map((m) => (
-              <tr key={m.member_id}>
-                <td><code>{m.member_id}</code></td><td>{m.client_id || "—"}</td><td>{m.client_host ?? "—"}</td><td>{m.instance_id ?? "—"}</td>
-                <td>{m.assignments.map((a) => `${a.topic}-${a.partition}`).join(", ") || "none"}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      <GroupMembers members={g.members} />
       {atLeast(me?.role, "member") && <ResetOffsets groupId={g.group_id} topics={topics} />}
+      {atLeast(me?.role, "member") && <GroupDelete groupId={g.group_id} members={g.members.length} />}
     </section>
   );
 }

@@ -63,7 +63,7 @@ describe("Group detail page", () => {
     expect(screen.getByText(/Completing rebalance · classic protocol · coordinator 2 · 2 members/)).toBeTruthy();
     const rows = within(screen.getByRole("table", { name: "Members" })).getAllByRole("row").slice(1);
     expect(rows.map((r) => within(r).getAllByRole("cell").map((c) => c.textContent))).toEqual([
-      ["rdkafka-1", "rdkafka", "10.1.2.3", "host-a", "orders-0"],
+      ["rdkafka-1", "rdkafka", "10.1.2.3", "host-a", "orders: 0"],
       ["sdk-2", "—", "—", "—", "none"],
     ]);
   });

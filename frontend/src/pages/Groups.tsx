@@ -1,6 +1,7 @@
-import { Link } from "react-router-dom";
+import { Link, useLocation } from "react-router-dom";
 import { useGroups, type GroupState, type GroupType } from "../api/hooks/groups";
 import { isNotFound } from "../api/client";
+import { HealthBadge, HealthLegend } from "../components/HealthBadge";
 import { Empty, ErrorState, Loading, NotAvailable } from "../components/States";
 import { formatNumber } from "../lib/format";
 
@@ -17,9 +18,11 @@ export function typeLabel(type: GroupType): string {
 
 export function Groups() {
   const groups = useGroups();
+  const deleted = (useLocation().state as { deleted?: string } | null)?.deleted;
   return (
     <section aria-labelledby="groups-title">
       <h1 id="groups-title">Consumer groups</h1>
+      {deleted && <p role="status" className="state">Deleted group {deleted} and its committed offsets.</p>}
       {groups.isPending ? (
         <Loading what="consumer groups" />
       ) : isNotFound(groups.error) ? (
@@ -41,12 +44,13 @@ export function Groups() {
                 <td>{stateLabel(g.state)}</td>
                 <td className="num">{g.members}</td>
                 <td className="num">{formatNumber(g.total_lag)}</td>
-                <td><span className={`badge ${g.health}`}>{g.health}</span></td>
+                <td><HealthBadge health={g.health} /></td>
               </tr>
             ))}
           </tbody>
         </table>
       )}
+      {groups.data?.results.length ? <HealthLegend /> : null}
     </section>
   );
 }

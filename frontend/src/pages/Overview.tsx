@@ -6,6 +6,7 @@ import { messageCount, usePartitionStates } from "../api/hooks/partitions";
 import { useRetentionReport } from "../api/hooks/reports";
 import { useTraffic } from "../api/hooks/traffic";
 import { isNotFound } from "../api/client";
+import { HealthBadge, HealthLegend } from "../components/HealthBadge";
 import { ErrorState, Loading } from "../components/States";
 import { formatBytes, formatNumber } from "../lib/format";
 import { useByteRates, useMessageRates } from "../lib/rates";
@@ -167,11 +168,12 @@ export function Overview() {
           <thead><tr><th>Group</th><th>Health</th><th className="num">Lag</th></tr></thead>
           <tbody>
             {trouble.map((g) => (
-              <tr key={g.group_id}><td><Link to={`/groups/${encodeURIComponent(g.group_id)}`}>{g.group_id}</Link></td><td><span className={`badge ${g.health}`}>{g.health}</span></td><td className="num">{formatNumber(g.total_lag)}</td></tr>
+              <tr key={g.group_id}><td><Link to={`/groups/${encodeURIComponent(g.group_id)}`}>{g.group_id}</Link></td><td><HealthBadge health={g.health} /></td><td className="num">{formatNumber(g.total_lag)}</td></tr>
             ))}
           </tbody>
         </table>
       )}
+      {trouble.length > 0 && <HealthLegend only={[...new Set(trouble.map((g) => g.health))]} />}
     </section>
   );
 }
