@@ -8,7 +8,18 @@ import sys
 
 from bench.report import format_table, write_results
 
-SECTIONS = ["storage", "broker", "replication", "groups", "spark", "quotas", "kafka"]
+SECTIONS = [
+    "storage",
+    "broker",
+    "idempotent",
+    "durable",
+    "nats_peer",
+    "replication",
+    "groups",
+    "spark",
+    "quotas",
+    "kafka",
+]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,8 @@ throughput of the 6-member group beside one consumer assigned all 60 partitions.
 
 Members heartbeat every 100 ms (KIP-848 members learn of a change on their next heartbeat,
 so the interval bounds the reaction time) with a 2 s session timeout (the crash case waits
-for it). One broker, static metadata, everything on loopback.
+for it). One broker, static metadata, everything on loopback. ``SLUICE_BENCH_SMOKE=1`` shrinks it
+to one rebalance round and a few thousand records.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import orjson
 
 from bench.broker import start_broker
 from bench.report import Metric
+from bench.smoke import smoke
 from brokernodes.client import AsyncConsumer, AsyncGroupConsumer, AsyncProducer
 
 TOPIC = "g60"
@@ -159,6 +161,8 @@ async def throughput(url: str, key: str, records: int) -> tuple[float, float]:
 def run(quick: bool = False) -> list[Metric]:
     rounds = 1 if quick else 5
     records = 30_000 if quick else 200_000
+    if smoke():
+        rounds, records = 1, 5_000
     with tempfile.TemporaryDirectory(prefix="sluice-bench-groups-") as tmp:
         topics = {
             TOPIC: (PARTITIONS, {}),

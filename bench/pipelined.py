@@ -91,7 +91,7 @@ class _Connection(asyncio.Protocol):
             end = buf.find(b"\r\n\r\n")
             if end < 0:
                 return
-            head = bytes(buf[:end])
+            head = bytes(buf[: end + 2])  # each header line with its CRLF
             start = head.find(b"Content-Length: ") + 16
             length = int(head[start : head.find(b"\r\n", start)])
             if len(buf) < end + 4 + length:

@@ -10,7 +10,6 @@ import socket
 import statistics
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 
@@ -26,10 +25,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def redis_server() -> Iterator[int]:
-    """Start a throwaway redis-server (no persistence) on a free port; yield the port."""
+def redis_server(appendfsync: str | None = None) -> Iterator[int]:
+    """Start a throwaway redis-server on a free port; yield the port. No persistence, or
+    with ``appendfsync`` ("always": every write command fsynced to the append-only file
+    before its reply) an AOF in a temporary directory."""
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="sluice-bench-redis-")
+    persistence = (
+        ["--appendonly", "yes", "--appendfsync", appendfsync]
+        if appendfsync
+        else ["--appendonly", "no"]
+    )
     proc = subprocess.Popen(
         [
             "redis-server",
@@ -39,8 +45,7 @@ def redis_server() -> Iterator[int]:
             str(port),
             "--save",
             "",
-            "--appendonly",
-            "no",
+            *persistence,
             "--dir",
             workdir,
         ],
@@ -116,43 +121,6 @@ def redis_py_xadd(port: int, records: int, per_round_trip: int = 1000) -> float:
     return records / (time.perf_counter() - start)
 
 
-def redis_e2e_latencies_ms(port: int, rate: int, seconds: float) -> list[float]:
-    """XADD at a steady ``rate`` (records/s) while another connection XREAD BLOCKs;
-    returns send-to-receipt latencies in milliseconds."""
-    producer = redis.Redis(port=port)
-    consumer = redis.Redis(port=port)
-    producer.delete("e2e")
-    latencies: list[float] = []
-    total = int(rate * seconds)
-    done = threading.Event()
-
-    def consume() -> None:
-        last_id = "0-0"
-        received = 0
-        while received < total and not done.is_set():
-            reply = consumer.xread({"e2e": last_id}, count=1000, block=200)
-            now = time.perf_counter_ns()
-            for _, entries in reply or []:
-                for entry_id, fields in entries:
-                    last_id = entry_id
-                    latencies.append((now - int(fields[b"t"])) / 1e6)
-                    received += 1
-
-    thread = threading.Thread(target=consume, daemon=True)
-    thread.start()
-    interval = 1.0 / rate
-    start = time.perf_counter()
-    for i in range(total):
-        target = start + i * interval
-        delay = target - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        producer.xadd("e2e", {"t": str(time.perf_counter_ns()), "v": VALUE})
-    thread.join(timeout=10)
-    done.set()
-    return latencies
-
-
 def p99(values: list[float]) -> float:
     return statistics.quantiles(values, n=100)[98] if len(values) >= 100 else max(values)
 
@@ -161,5 +129,3 @@ if __name__ == "__main__":
     with redis_server() as port:
         print("redis-benchmark XADD -P 64:", round(benchmark_xadd(port, 300_000)))
         print("redis-py pipelined XADD:", round(redis_py_xadd(port, 100_000)))
-        lat = redis_e2e_latencies_ms(port, 10_000, 2)
-        print("redis e2e p99 ms at 10k/s:", round(p99(lat), 3), "n", len(lat))
