@@ -1,5 +1,6 @@
-"""Cluster-wide internal topics: ``__consumer_offsets`` (docs/consumer-groups.md) and
-``__usage`` (the brokers' usage metering, docs/analytics.md).
+"""Cluster-wide internal topics: ``__consumer_offsets`` (docs/consumer-groups.md),
+``__transaction_state`` (docs/transactions.md) and ``__usage`` (the brokers' usage metering,
+docs/analytics.md).
 
 Tenants cannot name topics starting with ``__`` (``topics.configs``), so internal topics
 belong to one internal organisation (slug ``sluice-internal``) that no user or service
@@ -49,9 +50,14 @@ USAGE_CONFIGS = {
     "retention.ms": str(7 * 24 * 3600 * 1000),
     "segment.bytes": str(16 * 1024 * 1024),
 }
+# __transaction_state: the transaction coordinators' state (docs/transactions.md), compacted
+# and replicated like __consumer_offsets; its partition count, too, can only grow.
+TXN_STATE_TOPIC = "__transaction_state"
+TXN_STATE_PARTITIONS = int(os.environ.get("SLUICE_TXN_STATE_TOPIC_PARTITIONS", "12"))
 INTERNAL_TOPICS = (
     (OFFSETS_TOPIC, OFFSETS_PARTITIONS, OFFSETS_CONFIGS),
     (USAGE_TOPIC, USAGE_PARTITIONS, USAGE_CONFIGS),
+    (TXN_STATE_TOPIC, TXN_STATE_PARTITIONS, OFFSETS_CONFIGS),
 )
 
 

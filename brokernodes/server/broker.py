@@ -31,6 +31,7 @@ from brokernodes.server.protocol.json_records import ProduceEntry
 from brokernodes.server.replica.manager import ReplicaManager
 from brokernodes.server.replica.partition import AppendResult, Partition
 from brokernodes.server.throttle import QuotaEnforcer, tenant_stored_bytes
+from brokernodes.server.transactions.coordinator import TransactionCoordinator
 from brokernodes.server.usage import UsageMeter
 from brokernodes.server.ws_registry import WebSocketRegistry
 
@@ -71,6 +72,10 @@ class Broker:
         # consumer groups coordinated here (docs/consumer-groups.md)
         self.groups = GroupCoordinator(metadata, self.replicas)
         self._producer_ids: ProducerIdManager | None = None
+        # transactions coordinated here (docs/transactions.md)
+        self.transactions = TransactionCoordinator(
+            metadata, self.replicas, self.groups, self.init_producer_id, config.cluster_secret
+        )
         self._sticky: dict[str, StickyPartitioner] = defaultdict(StickyPartitioner)
         # topic id -> (the TopicInfo it was computed from, partitions this broker leads)
         self._led: dict[str, tuple[TopicInfo, list[int]]] = {}
@@ -95,6 +100,7 @@ class Broker:
         )
         await self.replicas.start()
         await self.groups.start()
+        await self.transactions.start()
         self.usage.start()
 
     async def close(self) -> None:
@@ -102,7 +108,11 @@ class Broker:
         replicas that are stopping too must not keep the process), then close the logs with
         their clean-shutdown markers."""
         self.stopping = True
-        for name, step in (("group coordinator", self.groups.close), ("usage", self.usage.close)):
+        for name, step in (
+            ("transaction coordinator", self.transactions.close),
+            ("group coordinator", self.groups.close),
+            ("usage", self.usage.close),
+        ):
             try:
                 await asyncio.wait_for(step(), CLOSE_STEP_TIMEOUT_S)
             except TimeoutError:

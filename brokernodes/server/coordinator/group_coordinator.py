@@ -50,8 +50,12 @@ from brokernodes.server.coordinator.offsets_topic import (
     offsets_topic,
     partition_for,
     qualify,
-    read_records,
     unqualify,
+)
+from brokernodes.server.coordinator.txn_offsets import (
+    TxnOffsetRequests,
+    pending_offsets,
+    read_records_txn,
 )
 from brokernodes.server.metadata.cluster import ClusterMetadata
 
@@ -105,6 +109,8 @@ class Shard:
     failed: bool = False
     # parked classic JoinGroup/SyncGroup requests: (group, member id, "join"|"sync") -> future
     waiters: dict[tuple[str, str, str], asyncio.Future] = field(default_factory=dict)
+    # transactional offsets awaiting their producer's marker: producer id -> offsets
+    pending_txn: dict[int, dict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -114,7 +120,7 @@ class Coordinator:
     url: str | None
 
 
-class GroupCoordinator(ClassicGroupRequests):
+class GroupCoordinator(ClassicGroupRequests, TxnOffsetRequests):
     def __init__(
         self,
         metadata: MetadataSource,
@@ -202,8 +208,9 @@ class GroupCoordinator(ClassicGroupRequests):
             shard.loaded.set()
             logger.error("__consumer_offsets-%d is not hosted here; cannot load", shard.partition)
             return
-        records = await asyncio.to_thread(read_records, p)
+        records, pending = await asyncio.to_thread(read_records_txn, p)
         state = load_records(records, now_ms(), classic_config=self.classic_config)
+        shard.pending_txn = {pid: pending_offsets(kvs, now_ms()) for pid, kvs in pending.items()}
         shard.groups = state.groups
         shard.offsets = OffsetStore(state.offsets)
         shard.written = {gid: group_records(g) for gid, g in state.groups.items()}

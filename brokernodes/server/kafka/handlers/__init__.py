@@ -5,11 +5,12 @@ response dict (``None``: no response, acks=0 produce)."""
 from __future__ import annotations
 
 from brokernodes.server.kafka.context import Handler
-from brokernodes.server.kafka.handlers import admin, core, data, groups
+from brokernodes.server.kafka.handlers import admin, core, data, groups, transactions
 
 HANDLERS: dict[int, Handler] = {
     **core.HANDLERS,
     **data.HANDLERS,
     **groups.HANDLERS,
     **admin.HANDLERS,
+    **transactions.HANDLERS,
 }

@@ -26,6 +26,7 @@ from brokernodes.server.coordinator.service import GroupService
 from brokernodes.server.http.log_offsets import log_offsets
 from brokernodes.server.kafka import group_messages as gm
 from brokernodes.server.kafka.context import Handler, KafkaContext
+from brokernodes.server.kafka.handlers.transactions import find_txn_coordinator
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
 from brokernodes.server.protocol.kafka.frames import RequestHeader
@@ -70,11 +71,7 @@ def _find(ctx: KafkaContext, key_type: int, key: str) -> dict:
     out = {"key": key, "node_id": -1, "host": "", "port": -1}
     try:
         if key_type == KEY_TYPE_TRANSACTION:
-            return {
-                **out,
-                "error_code": kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "error_message": "transactions are not supported by this cluster yet",
-            }
+            return find_txn_coordinator(ctx, key)
         if key_type != KEY_TYPE_GROUP:
             return {
                 **out,

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     )
     from brokernodes.server.protocol.kafka.frames import RequestHeader
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__usage"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__usage", "__transaction_state"})
 
 
 def split_address(address: str) -> tuple[str, int] | None:

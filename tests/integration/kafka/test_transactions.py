@@ -1,0 +1,260 @@
+"""Transactions end to end with clients we did not write: librdkafka's transactional producer
+(confluent-kafka: init_transactions, begin, produce, send_offsets_to_transaction, commit,
+abort) and read_committed consumers, on a real broker with ``__transaction_state`` and
+``__consumer_offsets``. Committed records are read once, aborted ones never; offsets sent
+with a transaction become the group's only if it commits; a second producer with the same
+transactional.id fences the first; a transaction older than its timeout is aborted; the
+operator APIs (DescribeTransactions, ListTransactions) over the wire."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from brokernodes.server.protocol.kafka import apis
+from brokernodes.server.protocol.kafka import errors as kerr
+from harness.broker import BrokerLauncher, BrokerProcess
+from tests.integration.kafka.conftest import confluent_config
+from tests.integration.kafka.data_plane_wire import KafkaWire
+
+TOPICS = {
+    "txn-out": (2, {}),
+    "txn-in": (2, {}),
+    "__consumer_offsets": (4, {"cleanup.policy": "compact"}),
+    "__transaction_state": (4, {"cleanup.policy": "compact"}),
+}
+TIMEOUT_S = 30
+
+
+@pytest.fixture(scope="module")
+def tbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    launcher = BrokerLauncher(tmp_path_factory.mktemp("kafka-txn"))
+    try:
+        yield launcher(TOPICS, kafka=True)
+    finally:
+        launcher.close()
+
+
+def txn_producer(b: BrokerProcess, tid: str, **extra) -> Producer:
+    p = Producer(confluent_config(b.bootstrap, **{"transactional.id": tid, **extra}))
+    p.init_transactions(TIMEOUT_S)
+    return p
+
+
+def read_all(b: BrokerProcess, topic: str, isolation: str, expect: int | None = None) -> list:
+    """Every value of ``topic`` from the start (polling until ``expect`` values, or until
+    the topic is quiet for 2 s)."""
+    c = Consumer(
+        confluent_config(
+            b.bootstrap,
+            **{
+                "group.id": f"txn-reader-{uuid.uuid4().hex[:8]}",
+                "isolation.level": isolation,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            },
+        )
+    )
+    c.assign([TopicPartition(topic, p, 0) for p in range(TOPICS[topic][0])])
+    values: list[bytes] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    quiet_since = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None or m.error() is not None:
+                if expect is None and time.monotonic() - quiet_since > 2:
+                    break
+                continue
+            values.append(m.value())
+            quiet_since = time.monotonic()
+            if expect is not None and len(values) >= expect:
+                time.sleep(0.5)  # anything beyond would show now
+                while (m := c.poll(0.2)) is not None:
+                    if m.error() is None:
+                        values.append(m.value())
+                break
+    finally:
+        c.close()
+    return values
+
+
+def test_committed_records_are_read_once_and_aborted_ones_never(tbroker):
+    tag = uuid.uuid4().hex[:6].encode()
+    p = txn_producer(tbroker, f"txn-basic-{tag.decode()}")
+    p.begin_transaction()
+    for i in range(6):
+        p.produce("txn-out", tag + b"-c1-%d" % i, partition=i % 2)
+    p.commit_transaction(TIMEOUT_S)
+    p.begin_transaction()
+    for i in range(4):
+        p.produce("txn-out", tag + b"-a-%d" % i, partition=i % 2)
+    p.flush(TIMEOUT_S)  # the aborted records are in the log
+    p.abort_transaction(TIMEOUT_S)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("txn-out", tag + b"-c2-%d" % i, partition=i % 2)
+    p.commit_transaction(TIMEOUT_S)
+
+    committed = [v for v in read_all(tbroker, "txn-out", "read_committed", 9) if v.startswith(tag)]
+    assert sorted(committed) == sorted(
+        [tag + b"-c1-%d" % i for i in range(6)] + [tag + b"-c2-%d" % i for i in range(3)]
+    )
+    everything = [
+        v for v in read_all(tbroker, "txn-out", "read_uncommitted", 13) if v.startswith(tag)
+    ]
+    assert len(everything) == 13  # read_uncommitted sees the aborted records too
+
+
+def test_offsets_commit_with_the_transaction_only(tbroker):
+    """Consume-transform-produce: the group's offsets move with a committed transaction,
+    and stay where they were when the transaction aborts."""
+    tag = uuid.uuid4().hex[:6]
+    group = f"txn-ctp-{tag}"
+    plain = Producer(confluent_config(tbroker.bootstrap, acks="all"))
+    for i in range(10):
+        plain.produce("txn-in", f"{tag}-in-{i}".encode(), partition=i % 2)
+    assert plain.flush(TIMEOUT_S) == 0
+    consumer = Consumer(
+        confluent_config(
+            tbroker.bootstrap,
+            **{
+                "group.id": group,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            },
+        )
+    )
+    tps = [TopicPartition("txn-in", p) for p in range(2)]
+    consumer.assign(tps)
+    p = txn_producer(tbroker, f"txn-ctp-{tag}")
+    seen: list[bytes] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len([v for v in seen if v.startswith(tag.encode())]) < 10:
+        assert time.monotonic() < deadline, seen
+        m = consumer.poll(0.2)
+        if m is None or m.error() is not None:
+            continue
+        seen.append(m.value())
+        p.begin_transaction()
+        p.produce("txn-out", m.value().replace(b"-in-", b"-out-"), partition=m.partition())
+        position = [TopicPartition(m.topic(), m.partition(), m.offset() + 1)]
+        p.send_offsets_to_transaction(position, consumer.consumer_group_metadata(), TIMEOUT_S)
+        p.commit_transaction(TIMEOUT_S)
+    committed = {tp.partition: tp.offset for tp in consumer.committed(tps, TIMEOUT_S)}
+    ends = {tp: consumer.get_watermark_offsets(TopicPartition("txn-in", tp))[1] for tp in (0, 1)}
+    assert committed == ends
+
+    # an aborted transaction's offsets never become the group's
+    p.begin_transaction()
+    p.produce("txn-out", f"{tag}-never".encode(), partition=0)
+    far = [TopicPartition("txn-in", 0, ends[0] + 100)]
+    p.send_offsets_to_transaction(far, consumer.consumer_group_metadata(), TIMEOUT_S)
+    p.abort_transaction(TIMEOUT_S)
+    assert {tp.partition: tp.offset for tp in consumer.committed(tps, TIMEOUT_S)} == ends
+    consumer.close()
+
+    outputs = [
+        v for v in read_all(tbroker, "txn-out", "read_committed") if v.startswith(tag.encode())
+    ]
+    assert sorted(outputs) == sorted(f"{tag}-out-{i}".encode() for i in range(10))
+
+
+def test_a_second_producer_fences_the_first(tbroker):
+    tag = uuid.uuid4().hex[:6]
+    tid = f"txn-fence-{tag}"
+    zombie = txn_producer(tbroker, tid)
+    zombie.begin_transaction()
+    zombie.produce("txn-out", f"{tag}-zombie".encode(), partition=0)
+    zombie.flush(TIMEOUT_S)
+    successor = txn_producer(tbroker, tid)  # aborts the zombie's transaction, bumps the epoch
+    with pytest.raises(KafkaException) as e:
+        zombie.produce("txn-out", f"{tag}-zombie-2".encode(), partition=1)
+        zombie.commit_transaction(TIMEOUT_S)
+    error = e.value.args[0]
+    assert error.fatal() or "fenced" in error.str().lower(), error
+    successor.begin_transaction()
+    successor.produce("txn-out", f"{tag}-successor".encode(), partition=1)
+    successor.commit_transaction(TIMEOUT_S)
+    values = [
+        v for v in read_all(tbroker, "txn-out", "read_committed", 1) if v.startswith(tag.encode())
+    ]
+    assert values == [f"{tag}-successor".encode()]
+
+
+def test_a_transaction_older_than_its_timeout_is_aborted(tbroker):
+    tag = uuid.uuid4().hex[:6]
+    tid = f"txn-timeout-{tag}"
+    p = txn_producer(tbroker, tid, **{"transaction.timeout.ms": 2000})
+    p.begin_transaction()
+    p.produce("txn-out", f"{tag}-stuck".encode(), partition=0)
+    p.flush(TIMEOUT_S)
+    with KafkaWire(tbroker.bootstrap) as wire:
+        listed = wire.request(apis.LIST_TRANSACTIONS, 1, {"state_filters": ["Ongoing"]})
+        assert tid in [t["transactional_id"] for t in listed["transaction_states"]]
+        described = wire.request(apis.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]})
+        (state,) = described["transaction_states"]
+        assert state["error_code"] == kerr.NONE and state["transaction_state"] == "Ongoing"
+        assert state["topics"] == [{"topic": "txn-out", "partitions": [0]}]
+        assert state["transaction_timeout_ms"] == 2000
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:  # the coordinator aborts it once the timeout passes
+            (state,) = wire.request(apis.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]})[
+                "transaction_states"
+            ]
+            if state["transaction_state"] == "CompleteAbort":
+                break
+            assert time.monotonic() < deadline, state
+            time.sleep(0.2)
+        missing = wire.request(apis.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["nope"]})
+        assert missing["transaction_states"][0]["error_code"] == kerr.TRANSACTIONAL_ID_NOT_FOUND
+    with pytest.raises(KafkaException):
+        p.commit_transaction(TIMEOUT_S)
+    assert [
+        v for v in read_all(tbroker, "txn-out", "read_committed") if v.startswith(tag.encode())
+    ] == []
+
+
+def test_transactional_batches_outside_a_transaction_are_refused(tbroker):
+    from brokernodes.records.batch import encode_batch
+
+    with KafkaWire(tbroker.bootstrap) as wire:
+        init = wire.request(
+            apis.INIT_PRODUCER_ID,
+            4,
+            {"transactional_id": "txn-wire", "transaction_timeout_ms": 60000},
+        )
+        assert init["error_code"] == kerr.NONE
+        batch = encode_batch(
+            [(0, None, b"x")],
+            producer_id=init["producer_id"],
+            producer_epoch=init["producer_epoch"],
+            base_sequence=0,
+            is_transactional=True,
+        )
+
+        def produce(transactional_id):
+            body = {
+                "transactional_id": transactional_id,
+                "acks": -1,
+                "timeout_ms": 5000,
+                "topic_data": [
+                    {"name": "txn-out", "partition_data": [{"index": 0, "records": batch}]}
+                ],
+            }
+            answer = wire.request(apis.PRODUCE, 9, body)
+            return answer["responses"][0]["partition_responses"][0]
+
+        assert produce(None)["error_code"] == kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        refused = produce("txn-wire")  # not added with AddPartitionsToTxn
+        assert refused["error_code"] == kerr.INVALID_TXN_STATE
+        assert "AddPartitionsToTxn" in refused["error_message"]
+        bad = wire.request(
+            apis.INIT_PRODUCER_ID, 4, {"transactional_id": "txn-wire", "transaction_timeout_ms": 0}
+        )
+        assert bad["error_code"] == kerr.INVALID_TRANSACTION_TIMEOUT
