@@ -8,9 +8,14 @@ the connection after the answer (KIP-219). acks=0 gets no answer (the connection
 mutes for the throttle); if a partition failed then, the connection is closed (as Kafka
 does) so the producer refreshes its metadata.
 
-Transactions are not supported yet: a transactional produce (a ``transactional_id``, or a
-transactional or control batch) and an InitProducerId naming a transactional id are answered
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients report as a fatal, non-retriable error.
+Transactional batches need the request's ``transactional_id`` (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers) and a partition the producer has
+added to its ongoing transaction: the leader asks the transaction coordinator
+(``TransactionCoordinator.verify``, KIP-890's verification) and refuses a partition that is
+not in it with INVALID_TXN_STATE (an older epoch: INVALID_PRODUCER_EPOCH). Control batches
+are written by the coordinator only; a client's is refused (INVALID_RECORD). An
+InitProducerId naming a transactional id goes to the transaction coordinator
+(``handlers/transactions.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import TYPE_CHECKING
 from brokernodes.errors import SluiceError
 from brokernodes.records.header import ATTRIBUTES_AT, CONTROL_BIT, LENGTH_AT, TRANSACTIONAL_BIT
 from brokernodes.server.kafka.context import Handler, KafkaContext
+from brokernodes.server.kafka.handlers import transactions
 from brokernodes.server.kafka.handlers.metadata import INTERNAL_TOPICS, leader_hint
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
@@ -36,12 +42,15 @@ logger = logging.getLogger("sluice.kafka")
 
 ACKS = frozenset({0, 1, -1})  # -1: all in-sync replicas
 MOVED = frozenset({kerr.NOT_LEADER_OR_FOLLOWER, kerr.FENCED_LEADER_EPOCH})
-NO_TRANSACTIONS = (
-    "transactions are not supported by this cluster yet; use an idempotent producer "
-    "(enable.idempotence=true) without transactional.id"
+NO_TRANSACTIONAL_ID = (
+    "transactional batches need the request's transactional_id (a producer with "
+    "transactional.id set)"
 )
 _LENGTH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
+_PRODUCER_ID = struct.Struct(">q")
+_PRODUCER_ID_AT = 43  # after attributes, last offset delta and the two timestamps
+_EPOCH_AT = 51
 
 
 def has_transactional_batch(buf) -> bool:
@@ -57,6 +66,53 @@ def has_transactional_batch(buf) -> bool:
             return False
         pos += LENGTH_AT + 4 + length
     return False
+
+
+def first_batch_header(buf) -> tuple[bool, bool, int, int]:
+    """(any transactional batch, any control batch, producer id, epoch of the first
+    transactional one) of ``buf``, from a header walk as ``has_transactional_batch``."""
+    pos, end = 0, len(buf)
+    txn = control = False
+    pid = epoch = -1
+    while pos + ATTRIBUTES_AT + 2 <= end:
+        (attributes,) = _ATTRIBUTES.unpack_from(buf, pos + ATTRIBUTES_AT)
+        control = control or bool(attributes & CONTROL_BIT)
+        if attributes & TRANSACTIONAL_BIT and not txn and pos + _EPOCH_AT + 2 <= end:
+            txn = True
+            (pid,) = _PRODUCER_ID.unpack_from(buf, pos + _PRODUCER_ID_AT)
+            (epoch,) = _ATTRIBUTES.unpack_from(buf, pos + _EPOCH_AT)
+        (length,) = _LENGTH.unpack_from(buf, pos + LENGTH_AT)
+        if length <= 0:
+            break
+        pos += LENGTH_AT + 4 + length
+    return txn, control, pid, epoch
+
+
+async def _txn_error(
+    ctx: KafkaContext, qualified: str | None, topic: str, index: int, records
+) -> dict | None:
+    """The answer refusing a transactional or control batch, or None when it may go on."""
+    txn, control, pid, epoch = first_batch_header(records)
+    if control:
+        return partition_error(
+            index, kerr.INVALID_RECORD, "control batches are written by the coordinator only"
+        )
+    if not txn:
+        return None
+    if qualified is None:
+        return partition_error(
+            index, kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONAL_ID
+        )
+    answers = await ctx.broker.transactions.verify(qualified, pid, epoch, [(topic, index)])
+    error = answers.get((topic, index))
+    if error is None:
+        return None
+    return partition_error(
+        index,
+        kerr.code_for(error),
+        f"{topic}-{index} is not in producer {pid}'s ongoing transaction at epoch {epoch}"
+        f" ({error}); add it first (AddPartitionsToTxn)",
+    )
 
 
 def partition_error(index: int, code: int, message: str | None = None) -> dict:
@@ -78,13 +134,14 @@ async def _append(
     records,
     acks: int,
     timeout_s: float,
+    qualified_txn: str | None = None,
 ) -> dict:
     broker = ctx.broker
     try:
         if records is not None and has_transactional_batch(records):
-            return partition_error(
-                index, kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONS
-            )
+            refused = await _txn_error(ctx, qualified_txn, topic, index, records)
+            if refused is not None:
+                return refused
         partition = broker.replicas.get_partition(topic, index)
         buf = bytearray(records) if records is not None else bytearray()
         result = await broker.append_batches(
@@ -108,6 +165,13 @@ async def produce(ctx: KafkaContext, header: RequestHeader, request: dict) -> di
     acks = request["acks"]
     timeout_s = max(request["timeout_ms"], 0) / 1000
     transactional = request.get("transactional_id") is not None
+    qualified_txn: str | None = None
+    txn_code, txn_message = kerr.NONE, None
+    if transactional:
+        try:
+            qualified_txn = transactions.qualified_id(ctx, request["transactional_id"])[1]
+        except SluiceError as e:
+            txn_code, txn_message = transactions.code(e), e.message
     principal: Principal | None = None
     nbytes = 0
     topics: list[dict] = []
@@ -120,8 +184,8 @@ async def produce(ctx: KafkaContext, header: RequestHeader, request: dict) -> di
         code, message = kerr.NONE, None
         if acks not in ACKS:
             code, message = kerr.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1 (all), not {acks}"
-        elif transactional:
-            code, message = kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONS
+        elif txn_code != kerr.NONE:
+            code, message = txn_code, txn_message
         elif name in INTERNAL_TOPICS:  # the broker's own state: never written by clients
             code, message = kerr.INVALID_TOPIC_EXCEPTION, f"{name} is an internal topic"
         else:
@@ -134,7 +198,9 @@ async def produce(ctx: KafkaContext, header: RequestHeader, request: dict) -> di
                 answers.append(partition_error(p["index"], code, message))
                 continue
             answers.append(None)
-            append = _append(ctx, principal, name, p["index"], p["records"], acks, timeout_s)
+            append = _append(
+                ctx, principal, name, p["index"], p["records"], acks, timeout_s, qualified_txn
+            )
             jobs.append((answers, len(answers) - 1, append))
     if len(jobs) == 1:  # the usual request: no task to gather
         done = [await jobs[0][2]]
@@ -176,7 +242,7 @@ async def init_producer_id(ctx: KafkaContext, header: RequestHeader, request: di
     gets a fresh id too, as Kafka answers producers without a transactional id."""
     answer = {"throttle_time_ms": 0, "producer_id": -1, "producer_epoch": -1}
     if request["transactional_id"] is not None:
-        return {**answer, "error_code": kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+        return await transactions.init_transactional(ctx, request)
     try:
         ctx.authorize("IDEMPOTENT_WRITE", "cluster")
     except SluiceError as e:
