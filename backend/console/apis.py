@@ -13,7 +13,8 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from backend.console import selectors, services, traffic
+from backend.console import browse, selectors, services, traffic
+from backend.console.credentials import console_token
 from backend.console.filters import InvalidJsonPath, parse_json_path
 from backend.core.exceptions import ApplicationError, PermissionDenied
 from backend.core.schema import errors
@@ -131,15 +132,31 @@ class ConsoleRecordSerializer(serializers.Serializer):
     headers = RecordHeaderSerializer(many=True)
 
 
-class ConsoleBrowseSerializer(serializers.Serializer):
-    topic = serializers.CharField()
+class ConsoleBrowsePartitionSerializer(serializers.Serializer):
     partition = serializers.IntegerField()
-    key_partition = serializers.BooleanField(help_text="the partition was computed from the key")
     log_start_offset = serializers.IntegerField()
     high_watermark = serializers.IntegerField()
+    scanned = serializers.IntegerField(help_text="records read from it for this page")
+    to_scan = serializers.IntegerField(help_text="records in its range for this page")
+    unavailable = serializers.CharField(
+        allow_null=True, help_text="why it could not be read (e.g. no live leader), else null"
+    )
+
+
+class ConsoleBrowseSerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    order = serializers.CharField(help_text="newest_first (start=latest) or oldest_first")
+    key_partition = serializers.BooleanField(help_text="the partition was computed from the key")
+    partitions = ConsoleBrowsePartitionSerializer(many=True, help_text="the partitions read")
     records = ConsoleRecordSerializer(many=True)
-    scanned = serializers.IntegerField()
-    next_offset = serializers.IntegerField()
+    scanned = serializers.IntegerField(help_text="records read for this page, all partitions")
+    to_scan = serializers.IntegerField(help_text="records in this page's ranges")
+    scan_budget = serializers.IntegerField(help_text="records this page could read at most")
+    cursor = serializers.CharField(
+        allow_null=True,
+        help_text="pass it back as cursor for the next page (newest first: older records); "
+        "null: nothing left",
+    )
     reached_end = serializers.BooleanField()
     unavailable = serializers.CharField(
         allow_null=True, help_text="why nothing could be read (e.g. no live leader), else null"
@@ -223,7 +240,9 @@ class ConsoleTrafficApi(TenantAPIView):
 
 class ConsoleMessagesApi(TenantAPIView):
     class FilterSerializer(StrictSerializer):
-        partition = serializers.IntegerField(required=False, min_value=0)
+        partition = serializers.IntegerField(
+            required=False, min_value=0, help_text="one partition; absent: every partition"
+        )
         start = serializers.ChoiceField(
             choices=["earliest", "latest", "offset", "timestamp"], required=False, default="latest"
         )
@@ -235,6 +254,18 @@ class ConsoleMessagesApi(TenantAPIView):
         header_value = serializers.CharField(required=False, max_length=1000)
         json_path = serializers.CharField(required=False, max_length=200)
         json_value = serializers.CharField(required=False, max_length=1000)
+        cursor = serializers.CharField(
+            required=False,
+            max_length=browse.MAX_CURSOR_LENGTH,
+            help_text="a previous answer's cursor: the next page",
+        )
+        scan_budget = serializers.IntegerField(
+            required=False,
+            min_value=10,
+            max_value=browse.MAX_SCAN_BUDGET,
+            default=browse.DEFAULT_SCAN_BUDGET,
+            help_text="records read at most for this page, over all partitions",
+        )
         export = serializers.ChoiceField(choices=["json", "csv"], required=False)
 
     class InputSerializer(StrictSerializer):
@@ -271,9 +302,12 @@ class ConsoleMessagesApi(TenantAPIView):
         tags=TAGS,
         parameters=[NAME_PARAM, FilterSerializer],
         responses={200: ConsoleBrowseSerializer, **errors(400, 404)},
-        description="Browse one partition (or the key's partition) with filters. With "
-        "export=json|csv the records come as a download, unless the console policy forbids "
-        "export (403 EXPORT_DISABLED).",
+        description="Browse every partition (or one, or the key's) with filters: newest "
+        "first across partitions with start=latest, else oldest first from the earliest "
+        "offset, an offset or a time on each partition, merged by timestamp. Each page reads "
+        "at most scan_budget records and says how many it read of how many in range; pass "
+        "cursor back for the next page. With export=json|csv the records come as a "
+        "download, unless the console policy forbids export (403 EXPORT_DISABLED).",
     )
     def get(self, request, name: str):
         f = validate_input(self.FilterSerializer, request.query_params)
@@ -286,10 +320,11 @@ class ConsoleMessagesApi(TenantAPIView):
             path = parse_json_path(f["json_path"]) if f.get("json_path") else None
         except InvalidJsonPath as e:
             raise ApplicationError(str(e), {"json_path": [str(e)]}) from None
+        cursor = browse.parse_cursor(f["cursor"]) if f.get("cursor") else None
         export = f.get("export")
         if export and not services.policy_get(organisation=self.organisation).allow_export:
             raise ExportDisabled("your organisation's policy does not allow exporting messages")
-        q = selectors.BrowseQuery(
+        q = browse.BrowseQuery(
             partition=f.get("partition"),
             start=f["start"],
             offset=f.get("offset"),
@@ -300,8 +335,11 @@ class ConsoleMessagesApi(TenantAPIView):
             header_value=f.get("header_value"),
             json_path=path,
             json_value=f.get("json_value"),
+            cursor=cursor,
+            scan_budget=f["scan_budget"],
         )
-        result = selectors.browse(organisation=self.organisation, topic=topic, q=q)
+        token = console_token(self.organisation)
+        result = browse.browse(token=token, topic=topic, q=q)
         if export:
             return export_response(topic.name, result["records"], export)
         return Response(ConsoleBrowseSerializer(result).data)

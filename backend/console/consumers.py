@@ -5,13 +5,18 @@
   and port: ``backend.console.origins``), so another port of the same host is refused.
 - Tenant-scoped: the organisation is the one selected in the session (else the user's only
   membership), and the topic is looked up in it; any role may tail (it is a read).
-- Upstream it opens the partition leader's ``/sluice/v1/ws/consume`` stream with the
+- ``partition=N`` tails one partition; without it (or ``partition=all``) every partition, at
+  most ``MAX_PARTITIONS`` (a bigger topic is refused with 4400: the page offers one
+  partition at a time there).
+- Upstream it opens each partition leader's ``/sluice/v1/ws/consume`` stream with the
   organisation's console key (first-message auth) and forwards each records message as
-  ``{"type": "records", "records": [...], "high_watermark"}``. Flow control is the broker's
-  credit: the tail keeps ``WINDOW`` bytes granted and gives back what each message used, so a
-  paused browser (``{"pause": true}``) stops the broker sending within one window.
-- When the browser goes away (tab closed, navigation) ``disconnect`` cancels the upstream task,
-  which closes the broker stream: nothing keeps reading for nobody.
+  ``{"type": "records", "partition", "records": [...], "high_watermark"}``. Flow control is
+  the broker's credit: each stream keeps its share of ``WINDOW`` bytes granted (at least
+  ``MIN_CREDIT``) and gives back what each message used, so a paused browser
+  (``{"pause": true}``) stops the brokers sending within one window.
+- When the browser goes away (tab closed, navigation) ``disconnect`` cancels the upstream
+  tasks, which close the broker streams: nothing keeps reading for nobody. One stream ending
+  (its broker failed or went away) closes the tail with the partition and the reason.
 
 - While open, the person's access is asked again every ``RECHECK_S`` seconds
   (``access.read_access_problem``): removed from the organisation, a role that cannot read,
@@ -40,6 +45,8 @@ from backend.core.exceptions import ApplicationError
 
 logger = logging.getLogger(__name__)
 WINDOW = 256 * 1024
+MIN_CREDIT = 32 * 1024
+MAX_PARTITIONS = 64
 ACCESS_ENDED = 4410
 
 
@@ -50,9 +57,9 @@ def recheck_seconds() -> float:
 
 
 @database_sync_to_async
-def _resolve(user, session, topic_name: str, partition: int):
-    """(leader URL, console token, organisation id) for this user's current organisation,
-    or raise."""
+def _resolve(user, session, topic_name: str, partition: int | None):
+    """({partition: leader URL}, console token, organisation id) for this user's current
+    organisation (every partition when ``partition`` is None), or raise."""
     from backend.console import brokers
     from backend.console.credentials import console_token
     from backend.tenancy import selectors
@@ -70,10 +77,16 @@ def _resolve(user, session, topic_name: str, partition: int):
             raise ApplicationError("select an organisation first")
         membership = ms[0]
     topic = topic_selectors.topic_get(organisation=membership.organisation, name=topic_name)
-    if not 0 <= partition < topic.partitions:
+    if partition is not None and not 0 <= partition < topic.partitions:
         raise ApplicationError(f"{topic_name!r} has no partition {partition}")
+    if partition is None and topic.partitions > MAX_PARTITIONS:
+        raise ApplicationError(
+            f"{topic_name!r} has {topic.partitions} partitions; the live tail follows at most "
+            f"{MAX_PARTITIONS} at once: choose one"
+        )
+    chosen = [partition] if partition is not None else range(topic.partitions)
     org = membership.organisation
-    return brokers.leader_url(topic, partition), console_token(org), org.pk
+    return {p: brokers.leader_url(topic, p) for p in chosen}, console_token(org), org.pk
 
 
 @database_sync_to_async
@@ -84,12 +97,14 @@ def _access_problem(user_id, organisation_id) -> str | None:
 
 
 class LiveTailConsumer(AsyncJsonWebsocketConsumer):
-    upstream: asyncio.Task | None = None
+    upstreams: list[asyncio.Task] = []
     watcher: asyncio.Task | None = None
     paused = False
-    owed = 0
 
     async def connect(self):
+        self.streams: dict[int, aiohttp.ClientWebSocketResponse] = {}
+        self.owed: dict[int, int] = {}
+        self.upstreams = []
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
@@ -100,29 +115,40 @@ class LiveTailConsumer(AsyncJsonWebsocketConsumer):
         query = parse_qs(self.scope.get("query_string", b"").decode())
         topic = (query.get("topic") or [""])[0]
         start = (query.get("from") or ["latest"])[0]
+        raw = (query.get("partition") or ["all"])[0]
         try:
-            partition = int((query.get("partition") or ["0"])[0])
+            partition = None if raw == "all" else int(raw)
         except ValueError:
             partition = -1
-        if not topic or partition < 0 or start not in ("latest", "earliest"):
+        if not topic or (partition is not None and partition < 0):
+            await self.close(code=4400)
+            return
+        if start not in ("latest", "earliest"):
             await self.close(code=4400)
             return
         try:
-            url, token, org_id = await _resolve(user, self.scope.get("session"), topic, partition)
+            leaders, token, org_id = await _resolve(
+                user, self.scope.get("session"), topic, partition
+            )
         except ApplicationError as e:
             await self.close(code=4000 + (e.status_code if e.status_code < 600 else 502))
             return
-        self.ws_out: aiohttp.ClientWebSocketResponse | None = None
         await self.accept()
-        q = urlencode({"topic": topic, "partition": partition, "from": start, "format": "json"})
-        target = url.replace("http://", "ws://", 1).replace("https://", "wss://", 1)
-        self.upstream = asyncio.create_task(
-            self.pump(f"{target}/sluice/v1/ws/consume?{q}", token, topic, partition)
-        )
+        credit = max(MIN_CREDIT, WINDOW // len(leaders))
+        for p, url in leaders.items():
+            q = urlencode({"topic": topic, "partition": p, "from": start, "format": "json"})
+            target = url.replace("http://", "ws://", 1).replace("https://", "wss://", 1)
+            self.upstreams.append(
+                asyncio.create_task(
+                    self.pump(f"{target}/sluice/v1/ws/consume?{q}", token, p, credit)
+                )
+            )
         self.watcher = asyncio.create_task(self.watch(user.pk, org_id))
-        await self.send_json({"type": "open", "topic": topic, "partition": partition})
+        await self.send_json(
+            {"type": "open", "topic": topic, "partitions": sorted(leaders), "partition": partition}
+        )
 
-    async def pump(self, url: str, token: str, topic: str, partition: int) -> None:
+    async def pump(self, url: str, token: str, partition: int, credit: int) -> None:
         reason = "the broker closed the stream"
         try:
             timeout = aiohttp.ClientTimeout(total=None, connect=10)
@@ -130,9 +156,9 @@ class LiveTailConsumer(AsyncJsonWebsocketConsumer):
                 aiohttp.ClientSession(timeout=timeout) as http,
                 http.ws_connect(url, heartbeat=20) as ws,
             ):
-                self.ws_out = ws
+                self.streams[partition] = ws
                 await ws.send_str(json.dumps({"auth": token}))
-                await ws.send_str(json.dumps({"credit": WINDOW}))
+                await ws.send_str(json.dumps({"credit": credit}))
                 async for msg in ws:
                     if msg.type != aiohttp.WSMsgType.TEXT:
                         break
@@ -151,7 +177,7 @@ class LiveTailConsumer(AsyncJsonWebsocketConsumer):
                             }
                         )
                     if self.paused:
-                        self.owed += used
+                        self.owed[partition] = self.owed.get(partition, 0) + used
                     elif used:
                         await ws.send_str(json.dumps({"credit": used}))
         except asyncio.CancelledError:
@@ -159,9 +185,9 @@ class LiveTailConsumer(AsyncJsonWebsocketConsumer):
         except (aiohttp.ClientError, OSError, ValueError) as e:
             reason = f"cannot read from the broker: {e}"
         finally:
-            self.ws_out = None
+            self.streams.pop(partition, None)
         with contextlib.suppress(Exception):
-            await self.send_json({"type": "closed", "message": reason})
+            await self.send_json({"type": "closed", "message": f"partition {partition}: {reason}"})
             await self.close(code=4502)
 
     async def watch(self, user_id, organisation_id) -> None:
@@ -177,10 +203,7 @@ class LiveTailConsumer(AsyncJsonWebsocketConsumer):
                 continue
             if problem is None:
                 continue
-            if self.upstream is not None:
-                self.upstream.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await self.upstream
+            await self._stop_upstreams()
             with contextlib.suppress(Exception):
                 await self.send_json({"type": "closed", "message": f"Live tail closed: {problem}."})
                 await self.close(code=ACCESS_ENDED)
@@ -190,15 +213,21 @@ class LiveTailConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(content, dict) or "pause" not in content:
             return
         self.paused = bool(content["pause"])
-        ws = self.ws_out
-        if not self.paused and self.owed and ws is not None and not ws.closed:
-            owed, self.owed = self.owed, 0
-            await ws.send_str(json.dumps({"credit": owed}))
+        if self.paused:
+            return
+        for partition, ws in list(self.streams.items()):
+            owed = self.owed.pop(partition, 0)
+            if owed and not ws.closed:
+                await ws.send_str(json.dumps({"credit": owed}))
+
+    async def _stop_upstreams(self) -> None:
+        for task in self.upstreams:
+            task.cancel()
+        for task in self.upstreams:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     async def disconnect(self, code):
         if self.watcher is not None and self.watcher is not asyncio.current_task():
             self.watcher.cancel()
-        if self.upstream is not None:
-            self.upstream.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.upstream
+        await self._stop_upstreams()

@@ -1,12 +1,19 @@
-// Live tail over the control plane's Channels WebSocket (/ws/console/tail). Closing the page,
-// the tab or navigating away closes the socket (effect cleanup), and the server then closes
-// its stream from the broker.
-import { useEffect, useRef, useState } from "react";
+// Live tail over the control plane's Channels WebSocket (/ws/console/tail): every partition by
+// default (newest on top, as they arrive), or the one chosen. Closing the page, the tab or
+// navigating away closes the socket (effect cleanup), and the server then closes its streams
+// from the brokers.
+import { Fragment, useEffect, useRef, useState } from "react";
 import type { TopicDetail } from "../api/hooks/topics";
 import { MessageView, type ViewRecord } from "../components/MessageView";
 import { formatNumber, formatTime } from "../lib/format";
 
 const KEEP = 500;
+export const TAIL_MAX_PARTITIONS = 64; // the server follows at most this many at once
+
+function cut(v: unknown): string {
+  const s = v === null || v === undefined ? "(null)" : typeof v === "string" ? v : JSON.stringify(v);
+  return s.length > 120 ? `${s.slice(0, 120)}… (${s.length} characters: open the row)` : s;
+}
 
 function matches(r: ViewRecord, filter: string): boolean {
   if (!filter) return true;
@@ -16,19 +23,20 @@ function matches(r: ViewRecord, filter: string): boolean {
 }
 
 export function LiveTail({ topic }: { topic: TopicDetail }) {
-  const [partition, setPartition] = useState(0);
+  const everyPartition = topic.partitions <= TAIL_MAX_PARTITIONS;
+  const [partition, setPartition] = useState<string>(everyPartition ? "all" : "0");
   const [status, setStatus] = useState<"connecting" | "live" | "paused" | "closed">("connecting");
   const [message, setMessage] = useState("");
   const [records, setRecords] = useState<ViewRecord[]>([]);
   const [filter, setFilter] = useState("");
   const [rate, setRate] = useState(0);
-  const [open, setOpen] = useState<number | null>(null);
+  const [open, setOpen] = useState<string | null>(null);
   const ws = useRef<WebSocket | null>(null);
   const arrivals = useRef<number[]>([]);
 
   useEffect(() => {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    const q = new URLSearchParams({ topic: topic.name, partition: String(partition), from: "latest" });
+    const q = new URLSearchParams({ topic: topic.name, partition, from: "latest" });
     const sock = new WebSocket(`${proto}//${location.host}/ws/console/tail?${q}`);
     ws.current = sock;
     setStatus("connecting");
@@ -48,6 +56,7 @@ export function LiveTail({ topic }: { topic: TopicDetail }) {
       if (ev.code === 4401) setMessage("Your session has ended. Sign in again.");
       else if (ev.code === 4404) setMessage("This topic or partition no longer exists.");
       else if (ev.code === 4403) setMessage("Not allowed to read this topic.");
+      else if (ev.code === 4400) setMessage(`Choose one partition: the live tail follows at most ${TAIL_MAX_PARTITIONS} at once.`);
       // access ended while open (removed, role, deactivated): the server said why just before
       else if (ev.code === 4410) setMessage((m) => m || "Live tail closed: you may no longer read this organisation's topics.");
       else if (ev.code !== 1000 && ev.code !== 1005) setMessage((m) => m || "The live tail stopped. Reopen the tab to start it again.");
@@ -80,7 +89,10 @@ export function LiveTail({ topic }: { topic: TopicDetail }) {
       <div className="toolbar">
         <label>
           Partition{" "}
-          <select value={partition} onChange={(e) => setPartition(Number(e.target.value))}>
+          <select value={partition} onChange={(e) => setPartition(e.target.value)}>
+            <option value="all" disabled={!everyPartition}>
+              {everyPartition ? "All partitions" : `All partitions (at most ${TAIL_MAX_PARTITIONS}: choose one)`}
+            </option>
             {Array.from({ length: topic.partitions }, (_, i) => <option key={i} value={i}>{i}</option>)}
           </select>
         </label>
@@ -98,16 +110,28 @@ export function LiveTail({ topic }: { topic: TopicDetail }) {
         <p className="state empty">{records.length ? "No record matches the filter." : status === "closed" ? "The tail is closed: no new records arrive." : "Waiting for new records… produce one to see it here."}</p>
       ) : (
         <table className="table" aria-label="Live records">
-          <thead><tr><th className="num">Offset</th><th>Time</th><th>Key</th><th>Value</th></tr></thead>
+          <thead><tr><th className="num">Partition</th><th className="num">Offset</th><th>Time</th><th>Key</th><th>Value</th></tr></thead>
           <tbody>
-            {shown.map((r) => (
-              <tr key={r.offset} className="clickable" tabIndex={0} onClick={() => setOpen(open === r.offset ? null : r.offset)} aria-expanded={open === r.offset} onKeyDown={(e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); setOpen(open === r.offset ? null : r.offset); } }}>
-                <td className="num">{r.offset}</td>
-                <td>{formatTime(r.timestamp)}</td>
-                <td><code>{r.key === null ? "(null)" : typeof r.key === "string" ? r.key : JSON.stringify(r.key)}</code></td>
-                <td>{open === r.offset ? <MessageView record={r} /> : <code>{r.value === null ? "(null)" : typeof r.value === "string" ? r.value : JSON.stringify(r.value)}</code>}</td>
-              </tr>
-            ))}
+            {shown.map((r) => {
+              const id = `${r.partition}/${r.offset}`;
+              const toggle = () => setOpen(open === id ? null : id);
+              return (
+                <Fragment key={id}>
+                  <tr className="clickable" tabIndex={0} onClick={toggle} aria-expanded={open === id} onKeyDown={(e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); toggle(); } }}>
+                    <td className="num">{r.partition}</td>
+                    <td className="num">{r.offset}</td>
+                    <td>{formatTime(r.timestamp)}</td>
+                    <td><code>{cut(r.key)}</code></td>
+                    <td><code>{cut(r.value)}</code></td>
+                  </tr>
+                  {open === id && (
+                    <tr>
+                      <td colSpan={5}><MessageView record={r} /></td>
+                    </tr>
+                  )}
+                </Fragment>
+              );
+            })}
           </tbody>
         </table>
       )}

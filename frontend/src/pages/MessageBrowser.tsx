@@ -1,51 +1,92 @@
+// The message browser: every partition (or one) newest first, merged by timestamp, or oldest
+// first from an offset or a time on each partition; pages by the server's cursor, with the
+// scan progress shown (docs/console.md, "Message browser").
 import { Fragment, useState } from "react";
-import { exportUrl, useBrowse, type BrowseParams } from "../api/hooks/messages";
+import { exportUrl, useBrowse, type Browse, type BrowseParams, type ConsoleRecord } from "../api/hooks/messages";
 import { useConsolePolicy } from "../api/hooks/policy";
 import type { TopicDetail } from "../api/hooks/topics";
 import { Field } from "../components/Field";
 import { MessageView } from "../components/MessageView";
 import { ErrorState, Loading, fieldErrors } from "../components/States";
-import { formatTime } from "../lib/format";
+import { ScanProgress } from "../components/ScanProgress";
+import { formatNumber, formatTime } from "../lib/format";
 import { partitionForKey } from "../lib/murmur2";
 
-function preview(v: unknown): string {
-  if (v === null || v === undefined) return "(null)";
+const PREVIEW = 80;
+const DEFAULT_BUDGET = 10_000;
+
+/** A table cell's view of a key or value: the first PREVIEW characters, and how long it is. */
+export function preview(v: unknown): { text: string; length: number; cut: boolean } {
+  if (v === null || v === undefined) return { text: "(null)", length: 0, cut: false };
   const s = typeof v === "string" ? v : JSON.stringify(v);
-  return s.length > 80 ? s.slice(0, 80) + "…" : s;
+  return s.length > PREVIEW ? { text: s.slice(0, PREVIEW) + "…", length: s.length, cut: true } : { text: s, length: s.length, cut: false };
 }
 
+function Cell({ v }: { v: unknown }) {
+  const p = preview(v);
+  return (
+    <>
+      <code>{p.text}</code>
+      {p.cut && <span className="muted cut-note"> {formatNumber(p.length)} characters: open the row to see all</span>}
+    </>
+  );
+}
+
+interface Loaded {
+  records: ConsoleRecord[];
+  scanned: number;
+  toScan: number | null;
+}
+
+const NOTHING: Loaded = { records: [], scanned: 0, toScan: null };
+
 export function MessageBrowser({ topic }: { topic: TopicDetail }) {
-  const [partition, setPartition] = useState("0");
+  const [partition, setPartition] = useState("all");
   const [start, setStart] = useState<BrowseParams["start"]>("latest");
   const [offset, setOffset] = useState("0");
   const [time, setTime] = useState("");
   const [limit, setLimit] = useState("50");
+  const [budget, setBudget] = useState(String(DEFAULT_BUDGET));
   const [key, setKey] = useState("");
   const [headerName, setHeaderName] = useState("");
   const [headerValue, setHeaderValue] = useState("");
   const [jsonPath, setJsonPath] = useState("");
   const [jsonValue, setJsonValue] = useState("");
-  const [params, setParams] = useState<BrowseParams | null>({ start: "latest", partition: 0, limit: 50 });
+  const [params, setParams] = useState<BrowseParams>({ start: "latest", limit: 50 });
+  // pages already shown ("Load older"/"Load more") and the cursor of the one being read
+  const [loaded, setLoaded] = useState<Loaded>(NOTHING);
+  const [cursor, setCursor] = useState<string | undefined>(undefined);
   const [open, setOpen] = useState<string | null>(null);
-  const browse = useBrowse(topic.name, params);
+  const current = cursor ? { ...params, cursor } : params;
+  const browse = useBrowse(topic.name, current);
   const policy = useConsolePolicy();
 
   const keyPartition = key ? partitionForKey(key, topic.partitions) : null;
 
   function search() {
     setOpen(null);
+    setLoaded(NOTHING);
+    setCursor(undefined);
     setParams({
       start,
-      partition: key ? undefined : Number(partition),
+      partition: key || partition === "all" ? undefined : Number(partition),
       offset: start === "offset" ? Number(offset) : undefined,
       timestamp: start === "timestamp" && time ? new Date(time).getTime() : undefined,
       limit: Number(limit),
+      scan_budget: Number(budget) === DEFAULT_BUDGET ? undefined : Number(budget),
       key: key || undefined,
       header_name: headerName || undefined,
       header_value: headerName && headerValue ? headerValue : undefined,
       json_path: jsonPath || undefined,
       json_value: jsonPath && jsonValue ? jsonValue : undefined,
     });
+  }
+
+  function more() {
+    const d = browse.data;
+    if (!d?.cursor) return;
+    setLoaded({ records: [...loaded.records, ...d.records], scanned: loaded.scanned + d.scanned, toScan: loaded.toScan ?? d.to_scan });
+    setCursor(d.cursor);
   }
 
   const err = browse.error;
@@ -62,6 +103,7 @@ export function MessageBrowser({ topic }: { topic: TopicDetail }) {
         <Field label="Partition" help={keyPartition !== null ? `Searching by key: partition ${keyPartition} (murmur2, as Kafka)` : undefined} errors={fieldErrors(err, "partition")}>
           {(a) => (
             <select {...a} value={keyPartition ?? partition} disabled={keyPartition !== null} onChange={(e) => setPartition(e.target.value)}>
+              <option value="all">All partitions</option>
               {Array.from({ length: topic.partitions }, (_, i) => <option key={i} value={i}>{i}</option>)}
             </select>
           )}
@@ -69,10 +111,10 @@ export function MessageBrowser({ topic }: { topic: TopicDetail }) {
         <Field label="From">
           {(a) => (
             <select {...a} value={start} onChange={(e) => setStart(e.target.value as BrowseParams["start"])}>
-              <option value="latest">Latest (the last N)</option>
-              <option value="earliest">Earliest</option>
-              <option value="offset">An offset</option>
-              <option value="timestamp">A time</option>
+              <option value="latest">Newest first</option>
+              <option value="earliest">Oldest first (earliest)</option>
+              <option value="offset">An offset (on each partition)</option>
+              <option value="timestamp">A time (on each partition)</option>
             </select>
           )}
         </Field>
@@ -88,6 +130,9 @@ export function MessageBrowser({ topic }: { topic: TopicDetail }) {
         )}
         <Field label="Show at most" errors={fieldErrors(err, "limit")}>
           {(a) => <input {...a} type="number" min={1} max={500} value={limit} onChange={(e) => setLimit(e.target.value)} />}
+        </Field>
+        <Field label="Scan budget" help="Records read per search at most, over all partitions; go on with the button under the results." errors={fieldErrors(err, "scan_budget")}>
+          {(a) => <input {...a} type="number" min={10} max={50000} value={budget} onChange={(e) => setBudget(e.target.value)} />}
         </Field>
         <Field label="Key" help="Exact key; only its partition is read.">
           {(a) => <input {...a} value={key} onChange={(e) => setKey(e.target.value)} />}
@@ -108,60 +153,94 @@ export function MessageBrowser({ topic }: { topic: TopicDetail }) {
           <button type="submit" className="primary">Search</button>
         </div>
       </form>
-      {params && policy.data?.allow_export !== false && browse.data && browse.data.records.length > 0 && (
+      {policy.data?.allow_export !== false && browse.data && browse.data.records.length > 0 && (
         <p className="actions">
-          Export these:{" "}
-          <a href={exportUrl(topic.name, params, "json")} download>JSON</a>{" "}
-          <a href={exportUrl(topic.name, params, "csv")} download>CSV</a>
+          Export this page:{" "}
+          <a href={exportUrl(topic.name, current, "json")} download>JSON</a>{" "}
+          <a href={exportUrl(topic.name, current, "csv")} download>CSV</a>
         </p>
       )}
       {policy.data?.allow_export === false && <p className="muted">Export is turned off by your organisation's policy.</p>}
-      {browse.isFetching && <Loading what="messages" />}
       {browse.isError && !fieldErrors(err, "json_path").length && <ErrorState error={err} what="messages" />}
-      {browse.data && (
+      {(browse.data || loaded.records.length > 0) && <Results data={browse.data} loaded={loaded} open={open} setOpen={setOpen} onMore={more} />}
+      {browse.isFetching && <Loading what="messages" />}
+    </div>
+  );
+}
+
+function Results({
+  data,
+  loaded,
+  open,
+  setOpen,
+  onMore,
+}: {
+  data: Browse | undefined;
+  loaded: Loaded;
+  open: string | null;
+  setOpen: (id: string | null) => void;
+  onMore: () => void;
+}) {
+  const records = [...loaded.records, ...(data?.records ?? [])];
+  const newest = (data?.order ?? "newest_first") === "newest_first";
+  const scanned = loaded.scanned + (data?.scanned ?? 0);
+  const toScan = loaded.toScan ?? data?.to_scan ?? 0;
+  return (
+    <>
+      {data?.unavailable && <p className="state error" role="alert">{data.unavailable}</p>}
+      {data && (
         <>
-          {browse.data.unavailable && <p className="state error" role="alert">{browse.data.unavailable}</p>}
           <p className="muted" data-testid="browse-summary">
-            Partition {browse.data.partition}: offsets {browse.data.log_start_offset} to {browse.data.high_watermark - 1 < browse.data.log_start_offset ? "(empty)" : browse.data.high_watermark - 1};{" "}
-            {browse.data.records.length} shown of {browse.data.scanned} read.
-            {!browse.data.reached_end && (
+            {newest ? "Newest first" : "Oldest first"}
+            {data.partitions.length > 1 ? ", merged by timestamp across partitions" : ""}
+            {data.key_partition ? ` (the key's partition, ${data.partitions[0]?.partition})` : ""}: {formatNumber(records.length)} shown.
+            {data.partitions.length === 1 && data.partitions[0] && (
               <>
-                {" "}
-                <button type="button" className="link" onClick={() => { setStart("offset"); setOffset(String(browse.data!.next_offset)); setParams({ ...params!, start: "offset", offset: browse.data!.next_offset }); }}>
-                  Continue from offset {browse.data.next_offset}
-                </button>
+                {" "}Partition {data.partitions[0].partition} holds offsets {data.partitions[0].log_start_offset} to{" "}
+                {data.partitions[0].high_watermark - 1 < data.partitions[0].log_start_offset ? "(empty)" : data.partitions[0].high_watermark - 1}.
               </>
             )}
           </p>
-          {browse.data.records.length === 0 && !browse.data.unavailable ? (
-            <p className="state empty">No messages match. Try another partition, an earlier start, or fewer filters.</p>
-          ) : (
-            <table className="table" aria-label="Messages">
-              <thead><tr><th className="num">Offset</th><th>Time</th><th>Key</th><th>Value</th></tr></thead>
-              <tbody>
-                {browse.data.records.map((r) => {
-                  const id = `${r.partition}/${r.offset}`;
-                  return (
-                    <Fragment key={id}>
-                      <tr className="clickable" tabIndex={0} aria-expanded={open === id} onClick={() => setOpen(open === id ? null : id)} onKeyDown={(e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); setOpen(open === id ? null : id); } }}>
-                        <td className="num">{r.offset}</td>
-                        <td>{formatTime(r.timestamp)}</td>
-                        <td><code>{preview(r.key)}</code></td>
-                        <td><code>{preview(r.value)}</code></td>
-                      </tr>
-                      {open === id && (
-                        <tr>
-                          <td colSpan={4}><MessageView record={r} /></td>
-                        </tr>
-                      )}
-                    </Fragment>
-                  );
-                })}
-              </tbody>
-            </table>
-          )}
+          <ScanProgress scanned={scanned} toScan={toScan} budget={data.scan_budget} partitions={data.partitions} done={data.cursor === null} />
         </>
       )}
-    </div>
+      {records.length === 0 && data && !data.unavailable ? (
+        <p className="state empty">
+          {data.cursor ? "No match in the records scanned so far." : "No messages match. Try another partition, an earlier start, or fewer filters."}
+        </p>
+      ) : records.length > 0 ? (
+        <table className="table" aria-label="Messages">
+          <thead><tr><th className="num">Partition</th><th className="num">Offset</th><th>Time</th><th>Key</th><th>Value</th></tr></thead>
+          <tbody>
+            {records.map((r) => {
+              const id = `${r.partition}/${r.offset}`;
+              return (
+                <Fragment key={id}>
+                  <tr className="clickable" tabIndex={0} aria-expanded={open === id} onClick={() => setOpen(open === id ? null : id)} onKeyDown={(e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); setOpen(open === id ? null : id); } }}>
+                    <td className="num">{r.partition}</td>
+                    <td className="num">{r.offset}</td>
+                    <td>{formatTime(r.timestamp)}</td>
+                    <td><Cell v={r.key} /></td>
+                    <td><Cell v={r.value} /></td>
+                  </tr>
+                  {open === id && (
+                    <tr>
+                      <td colSpan={5}><MessageView record={r} /></td>
+                    </tr>
+                  )}
+                </Fragment>
+              );
+            })}
+          </tbody>
+        </table>
+      ) : null}
+      {data?.cursor && (
+        <p className="actions">
+          <button type="button" onClick={onMore}>
+            {records.length === 0 ? "Scan further" : newest ? "Load older" : "Load newer"}
+          </button>
+        </p>
+      )}
+    </>
   );
 }

@@ -2,6 +2,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { client, unwrap, type Schemas } from "../client";
 
 export type Browse = Schemas["ConsoleBrowse"];
+export type BrowsePartition = Schemas["ConsoleBrowsePartition"];
 export type ConsoleRecord = Schemas["ConsoleRecord"];
 export type ProduceInput = Schemas["ConsoleMessagesInputRequest"];
 
@@ -16,6 +17,8 @@ export interface BrowseParams {
   header_value?: string;
   json_path?: string;
   json_value?: string;
+  scan_budget?: number;
+  cursor?: string;
 }
 
 function clean(p: BrowseParams): BrowseParams {
