@@ -1,3 +1,4 @@
+import { Link } from "react-router-dom";
 import { useState } from "react";
 import { ApiError } from "../../api/client";
 import { useAcls, useCreateAcl, useDeleteAcl, type AclInput } from "../../api/hooks/acls";
@@ -74,7 +75,7 @@ function Body() {
                 <td><code>{b.principal}</code></td>
                 <td><span className={`badge ${b.permission === "DENY" ? "ERR" : "OK"}`}>{b.permission}</span></td>
                 <td>{b.operation}</td>
-                <td>{b.resource_type} {b.pattern_type === "PREFIXED" ? "prefix" : ""} <code>{b.resource_name}</code></td>
+                <td>{b.resource_type} {b.pattern_type === "PREFIXED" ? "prefix" : ""} <AclResource type={b.resource_type} pattern={b.pattern_type} name={b.resource_name} /></td>
                 <td>{b.host}</td>
                 <td><button type="button" className="small danger" disabled={del.isPending} onClick={() => del.mutate(b.id)}>Delete</button></td>
               </tr>
@@ -85,4 +86,10 @@ function Body() {
       <FormError error={del.error} />
     </>
   );
+}
+
+/** A literal topic or group name links to its page; prefixes, * and the cluster do not. */
+function AclResource({ type, pattern, name }: { type: string; pattern: string; name: string }) {
+  const page = pattern === "LITERAL" && name !== "*" ? ({ TOPIC: "topics", GROUP: "groups" } as Record<string, string>)[type] : undefined;
+  return page ? <Link to={`/${page}/${encodeURIComponent(name)}`}><code>{name}</code></Link> : <code>{name}</code>;
 }

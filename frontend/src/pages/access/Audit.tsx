@@ -1,5 +1,6 @@
 import { useState } from "react";
 import { useAudit } from "../../api/hooks/audit";
+import { AuditChanges, AuditObject, changeSummary } from "../../components/AuditChanges";
 import { Empty, ErrorState, Loading } from "../../components/States";
 import { formatTime } from "../../lib/format";
 import { AdminOnly } from "./AdminOnly";
@@ -31,17 +32,19 @@ function Body() {
         <Empty>No audit events match.</Empty>
       ) : (
         <>
+          <p className="muted">Select an event to see every field it changed, before and after.</p>
           <table className="table" aria-label="Audit events">
-            <thead><tr><th>When</th><th>Who</th><th>Action</th><th>Object</th><th>From</th></tr></thead>
+            <thead><tr><th>When</th><th>Who</th><th>Action</th><th>Object</th><th>What changed</th><th>From</th></tr></thead>
             <tbody>
               {audit.data.results.map((ev) => (
-                <tr key={ev.id} className="clickable" tabIndex={0} onClick={() => setOpen(open === ev.id ? null : ev.id)} aria-expanded={open === ev.id} onKeyDown={(e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); setOpen(open === ev.id ? null : ev.id); } }}>
+                <tr key={ev.id} className="clickable" tabIndex={0} onClick={() => setOpen(open === ev.id ? null : ev.id)} aria-expanded={open === ev.id} onKeyDown={(e) => { if (e.target === e.currentTarget && (e.key === "Enter" || e.key === " ")) { e.preventDefault(); setOpen(open === ev.id ? null : ev.id); } }}>
                   <td>{formatTime(ev.created_at)}</td>
                   <td>{ev.actor}</td>
                   <td><code>{ev.action}</code></td>
+                  <td><AuditObject event={ev} /></td>
                   <td>
-                    {ev.object_type} <code>{ev.object_id}</code>
-                    {open === ev.id && <pre className="payload">{JSON.stringify({ before: ev.before, after: ev.after }, null, 2)}</pre>}
+                    {changeSummary(ev.changes) || <span className="muted">—</span>}
+                    {open === ev.id && <AuditChanges changes={ev.changes} />}
                   </td>
                   <td>{ev.ip ?? "—"}</td>
                 </tr>
