@@ -10,13 +10,15 @@ with UNSUPPORTED_VERSION and the supported ranges (so the client can retry), any
 closes the connection, as Kafka does, since there is no schema to answer it in.
 
 Deadlines: SASL must finish within the request-head timeout from accept; a connection that
-sends nothing for ``connections_max_idle_s`` is closed; a request body must arrive within
-the body timeout; a size prefix over ``max_request_bytes`` (before SASL: 512 KiB, as
-Kafka's ``sasl.server.max.receive.size``) closes the connection before any of the body is
-read; an answer the client does not read for ``SEND_STALL_TIMEOUT_S`` (no
-progress) closes it, so a client that never reads cannot hold a handler or open files.
-Until SASL succeeds the connection counts among the unauthenticated ones (the same pool as
-the HTTP fronts', ``http.connection_limits``), which may evict it.
+sends nothing for ``connections_max_idle_s`` is closed (one timer per connection, re-armed
+only when it fires, as Kafka's idle reaper checks connections rather than each read); a
+request body not already buffered must arrive within the body timeout; a size prefix over
+``max_request_bytes`` (before SASL: 512 KiB, as Kafka's ``sasl.server.max.receive.size``)
+closes the connection before any of the body is read; an answer the client does not read
+for ``SEND_STALL_TIMEOUT_S`` (no progress) closes it, so a client that never reads cannot
+hold a handler or open files. Until SASL succeeds the connection counts among the
+unauthenticated ones (the same pool as the HTTP fronts', ``http.connection_limits``),
+which may evict it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from brokernodes.server.http.sendfile import (
     send_copy,
     send_zero_copy,
 )
-from brokernodes.server.kafka.context import FileRecords, KafkaContext
+from brokernodes.server.kafka.context import EncodedAnswer, FileRecords, KafkaContext
 from brokernodes.server.kafka.handlers import HANDLERS
 from brokernodes.server.kafka.handlers.core import (
     PRE_AUTH,
@@ -50,6 +52,7 @@ from brokernodes.server.protocol.kafka.frames import (
     RequestHeader,
     decode_request,
     encode_response,
+    encoded_frame,
     frame_size,
     parse_request_header,
     response_frame,
@@ -113,6 +116,10 @@ class KafkaConnection:
         self._raw_sasl = False  # SaslHandshake v0: the next frame is a bare PLAIN token
         self.busy = False  # between reading a request and writing its answer
         self.task: asyncio.Task | None = None  # the task running ``run`` (the listener's)
+        self._loop = asyncio.get_running_loop()
+        # since when the connection has been waiting for a request (None: handling one)
+        self._waiting_since: float | None = self._loop.time()
+        self._idle_timer: asyncio.TimerHandle | None = None
 
     @property
     def key_id(self) -> str | None:
@@ -130,6 +137,7 @@ class KafkaConnection:
 
     async def run(self) -> None:
         config = self.broker.config
+        self._arm_idle(self._loop.time() + config.connections_max_idle_s)
         try:
             async with asyncio.timeout(config.request_head_timeout_s) as deadline:
                 while not self.ctx.authenticated:
@@ -149,7 +157,24 @@ class KafkaConnection:
         except Exception:
             logger.exception("Kafka connection from %s failed; closing it", self.peer)
         finally:
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
             self.writer.transport.abort() if self.broker.stopping else self.writer.close()
+
+    def _arm_idle(self, when: float) -> None:
+        self._idle_timer = self._loop.call_at(when, self._check_idle)
+
+    def _check_idle(self) -> None:
+        """The idle timer fired: close if no request came for ``connections_max_idle_s``
+        (the pending read then ends), else re-arm for when that would be."""
+        idle = self.broker.config.connections_max_idle_s
+        since = self._waiting_since
+        now = self._loop.time()
+        if since is not None and now >= since + idle:
+            self._idle_timer = None
+            self.writer.close()
+            return
+        self._arm_idle((since if since is not None else now) + idle)
 
     def _log_close(self, reason: str) -> None:
         """One INFO line per peer per interval (``log_limit``): a reconnecting client with a
@@ -161,8 +186,10 @@ class KafkaConnection:
 
     async def _read_frame(self) -> bytes:
         config = self.broker.config
-        async with asyncio.timeout(config.connections_max_idle_s):
-            prefix = await self.reader.readexactly(4)
+        reader = self.reader
+        self._waiting_since = self._loop.time()  # the idle timer closes a silent connection
+        prefix = await reader.readexactly(4)
+        self._waiting_since = None
         size = frame_size(prefix)
         limit = config.max_request_bytes
         if not self.ctx.authenticated:
@@ -172,8 +199,12 @@ class KafkaConnection:
                 f"a request of {size} bytes is over this broker's limit of {limit} bytes"
                 + ("" if self.ctx.authenticated else " before SASL authentication")
             )
+        # the usual small request arrived whole with its prefix: no deadline to set
+        # (StreamReader's buffer; without it, every body read gets the deadline)
+        if len(getattr(reader, "_buffer", b"")) >= size:
+            return await reader.readexactly(size)
         async with asyncio.timeout(config.body_timeout_s):
-            return await self.reader.readexactly(size)
+            return await reader.readexactly(size)
 
     async def _one_request(self) -> None:
         frame = await self._read_frame()
@@ -220,14 +251,20 @@ class KafkaConnection:
         except UnauthenticatedError as e:
             raise CloseConnection(f"key no longer valid: {e.message}") from None
         finally:
-            files, self.ctx.open_files = self.ctx.open_files, []
+            files = self.ctx.open_files
+            if files:
+                self.ctx.open_files = []
         try:
-            if body is not None:
+            if type(body) is EncodedAnswer:  # the usual Produce answer, encoded already
+                await self._send([encoded_frame(header, body.body)])
+            elif body is not None:
                 await self._send(encode_response(header, body))
         finally:
             for f in files:
                 close_slices([s.fd for s in f.slices])
         self.listener.observe(header.api_key, time.perf_counter() - started)
+        if type(body) is EncodedAnswer:
+            return body.throttle_time_ms
         if header.api_key == apis.SASL_HANDSHAKE and header.api_version == 0:
             self._raw_sasl = body is not None and body.get("error_code") == kerr.NONE
         mute_ms, self.ctx.mute_ms = self.ctx.mute_ms, 0
@@ -273,5 +310,6 @@ class KafkaConnection:
                 else:  # stall-bounded by sendfile.SEND_STALL_TIMEOUT_S
                     await send_zero_copy(writer.transport, chunk.slices)
             else:
-                writer.write(chunk)
-        await self._drain()
+                writer.transport.write(chunk)
+        if writer.transport.get_write_buffer_size():  # else all of it is with the kernel
+            await self._drain()

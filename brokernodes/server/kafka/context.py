@@ -26,6 +26,15 @@ class FileRecords:
 
 
 @dataclass(slots=True)
+class EncodedAnswer:
+    """An answer body a handler encoded itself (the usual Produce answer): the connection
+    frames these bytes instead of running the generated encoder."""
+
+    body: bytes
+    throttle_time_ms: int
+
+
+@dataclass(slots=True)
 class KafkaContext:
     broker: Broker
     peer_host: str | None
@@ -64,4 +73,4 @@ class KafkaContext:
         return self.auth_header is not None
 
 
-Handler = Callable[[KafkaContext, "RequestHeader", dict], Awaitable[dict | None]]
+Handler = Callable[[KafkaContext, "RequestHeader", dict], Awaitable[dict | EncodedAnswer | None]]

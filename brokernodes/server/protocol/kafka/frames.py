@@ -17,6 +17,8 @@ from brokernodes.server.protocol.kafka.codec import Out, ProtocolError, read_str
 
 _HEAD = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
+_HEAD_V0 = struct.Struct(">ii")  # size, correlation id
+_HEAD_V1 = struct.Struct(">iiB")  # and an empty tagged-field section
 
 # A client that announces a bigger request than this is cut off before it is read (Kafka's
 # socket.request.max.bytes defaults to 100 MiB); the listener passes the broker's limit.
@@ -66,6 +68,17 @@ def response_frame(header: RequestHeader, body: Out) -> list:
     chunks = body.chunks()
     chunks[0] = bytes(head) + chunks[0]
     return chunks
+
+
+def encoded_frame(header: RequestHeader, body: bytes) -> bytes:
+    """A response whose body is already encoded, framed (one chunk)."""
+    flexible = header.flexible and header.api_key != apis.API_VERSIONS
+    head = (
+        _HEAD_V1.pack(len(body) + 5, header.correlation_id, 0)
+        if flexible
+        else (_HEAD_V0.pack(len(body) + 4, header.correlation_id))
+    )
+    return head + body
 
 
 def encode_response(header: RequestHeader, body: dict) -> list:
