@@ -1,0 +1,137 @@
+"""Transactions across three brokers (static metadata, leaders spread round-robin): the
+coordinator of a transactional id writes its markers to partitions other brokers lead
+(through their internal marker route), partition leaders verify transactional batches with a
+coordinator on another broker, and the offsets of a group coordinated elsewhere commit with
+the transaction. Then the transaction coordinator is killed (SIGKILL) mid-transaction and
+restarted: it reloads ``__transaction_state`` and the producer's commit completes, every
+record read once by read_committed consumers."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from brokernodes.server.coordinator.offsets_topic import partition_for
+from harness.cluster import StaticCluster, start_static_cluster
+from tests.integration.kafka.conftest import confluent_config
+
+N = 3
+TOPICS = {
+    "xo": (N, {}),
+    "xi": (N, {}),
+    "__consumer_offsets": (N, {"cleanup.policy": "compact"}),
+    "__transaction_state": (N, {"cleanup.policy": "compact"}),
+}
+TIMEOUT_S = 60
+
+
+@pytest.fixture
+def cluster(kafka_launcher) -> StaticCluster:
+    return start_static_cluster(kafka_launcher, TOPICS, kafka=True)
+
+
+def coordinator_of(key: str) -> int:
+    """The broker leading the key's partition (leaders are round-robin: partition i on
+    broker i + 1)."""
+    return partition_for(key, N) + 1
+
+
+def committed_values(c: StaticCluster, topic: str, tag: bytes, expect: int) -> list[bytes]:
+    consumer = Consumer(
+        confluent_config(
+            c.kafka_bootstrap,
+            **{
+                "group.id": f"x-reader-{uuid.uuid4().hex[:8]}",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+            },
+        )
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(N)])
+    out: list[bytes] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while time.monotonic() < deadline and len(out) < expect:
+            m = consumer.poll(0.2)
+            if m is not None and m.error() is None and m.value().startswith(tag):
+                out.append(m.value())
+        end = time.monotonic() + 1.5  # anything beyond what is expected shows now
+        while time.monotonic() < end:
+            m = consumer.poll(0.2)
+            if m is not None and m.error() is None and m.value().startswith(tag):
+                out.append(m.value())
+    finally:
+        consumer.close()
+    return out
+
+
+def test_markers_and_offsets_across_brokers(cluster):
+    tag = uuid.uuid4().hex[:6]
+    tid, group = f"x-{tag}", f"x-group-{tag}"
+    plain = Producer(confluent_config(cluster.kafka_bootstrap, acks="all"))
+    for i in range(N):
+        plain.produce("xi", f"{tag}-in-{i}".encode(), partition=i)
+    assert plain.flush(TIMEOUT_S) == 0
+    consumer = Consumer(
+        confluent_config(
+            cluster.kafka_bootstrap,
+            **{"group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"},
+        )
+    )
+    tps = [TopicPartition("xi", p) for p in range(N)]
+    consumer.assign(tps)
+    p = Producer(confluent_config(cluster.kafka_bootstrap, **{"transactional.id": tid}))
+    p.init_transactions(TIMEOUT_S)
+
+    p.begin_transaction()
+    for i in range(N * 2):  # every partition: markers go to all three brokers
+        p.produce("xo", f"{tag}-c-{i}".encode(), partition=i % N)
+    positions = [TopicPartition("xi", i, 1) for i in range(N)]
+    p.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), TIMEOUT_S)
+    p.commit_transaction(TIMEOUT_S)
+
+    p.begin_transaction()
+    for i in range(N):
+        p.produce("xo", f"{tag}-a-{i}".encode(), partition=i)
+    later = [TopicPartition("xi", i, 1 + 5) for i in range(N)]
+    p.send_offsets_to_transaction(later, consumer.consumer_group_metadata(), TIMEOUT_S)
+    p.abort_transaction(TIMEOUT_S)
+
+    values = committed_values(cluster, "xo", tag.encode(), N * 2)
+    assert sorted(values) == sorted(f"{tag}-c-{i}".encode() for i in range(N * 2))
+    committed = consumer.committed(tps, TIMEOUT_S)
+    assert {t.partition: t.offset for t in committed} == dict.fromkeys(range(N), 1)
+    consumer.close()
+
+
+def test_the_coordinator_killed_mid_transaction_comes_back_and_commits(cluster):
+    tag = uuid.uuid4().hex[:6]
+    tid = f"x-kill-{tag}"
+    victim = cluster.broker(coordinator_of(tid))
+    # partitions the victim does not lead, so the records are durable while it is down
+    others = [i for i in range(N) if i + 1 != victim_id(cluster, victim)]
+    p = Producer(
+        confluent_config(
+            cluster.kafka_bootstrap,
+            **{"transactional.id": tid, "transaction.timeout.ms": 120_000},
+        )
+    )
+    p.init_transactions(TIMEOUT_S)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("xo", f"{tag}-{i}".encode(), partition=others[i % len(others)])
+    p.flush(TIMEOUT_S)
+    victim.restart(hard=True)  # SIGKILL: the Ongoing state must come back from its log
+    victim.wait_ready()
+    for i in range(10, 20):
+        p.produce("xo", f"{tag}-{i}".encode(), partition=others[i % len(others)])
+    p.commit_transaction(TIMEOUT_S)
+    values = committed_values(cluster, "xo", tag.encode(), 20)
+    assert sorted(values) == sorted(f"{tag}-{i}".encode() for i in range(20))
+
+
+def victim_id(cluster: StaticCluster, broker) -> int:
+    return next(b for b, proc in cluster.brokers.items() if proc is broker)
