@@ -85,14 +85,14 @@ class UsageAccumulator:
     window_start_ms: int
     counters: dict[UsageKey, UsageCounters] = field(default_factory=dict)
 
-    def _get(self, key: UsageKey) -> UsageCounters:
+    def counters_for(self, key: UsageKey) -> UsageCounters:
         c = self.counters.get(key)
         if c is None:
             c = self.counters[key] = UsageCounters()
         return c
 
     def add(self, key: UsageKey, **amounts: int) -> None:
-        c = self._get(key)
+        c = self.counters_for(key)
         for name, n in amounts.items():
             setattr(c, name, getattr(c, name) + int(n))
 
@@ -215,17 +215,25 @@ class UsageMeter:
         )
 
     # hooks (each one line at its call site)
+    # on_request, on_in and on_out run once or twice per request: they update the
+    # counters directly rather than through ``UsageAccumulator.add``'s keyword loop
     def on_request(self, principal: Any, resource_type: str, resource_name: str) -> None:
         """An authorized request: remember who and which topic for this task; count it."""
-        _principal.set(getattr(principal, "name", "") or "")
-        _topic.set(resource_name if resource_type.lower() == "topic" else "")
-        self.acc.add(self._key(), requests=1)
+        name = getattr(principal, "name", "") or ""
+        topic = resource_name if resource_type.lower() == "topic" else ""
+        _principal.set(name)
+        _topic.set(topic)
+        self.acc.counters_for((current_tenant.get() or "", name, topic)).requests += 1
 
     def on_in(self, topic: str, nbytes: int, records: int) -> None:
-        self.acc.add(self._key(topic), bytes_in=nbytes, records_in=records)
+        c = self.acc.counters_for(self._key(topic))
+        c.bytes_in += int(nbytes)
+        c.records_in += int(records)
 
     def on_out(self, topic: str, nbytes: int, records: int) -> None:
-        self.acc.add(self._key(topic), bytes_out=nbytes, records_out=records)
+        c = self.acc.counters_for(self._key(topic))
+        c.bytes_out += int(nbytes)
+        c.records_out += int(records)
 
     def on_throttle(self, seconds: float) -> None:
         self.acc.add(self._key(), throttle_ms=round(seconds * 1000))

@@ -67,11 +67,28 @@ async def off_loop(fn: Callable[..., T], *args: object) -> T:
     return await asyncio.get_running_loop().run_in_executor(_checkers, fn, *args)
 
 
+_RULES: dict[int, tuple[LogConfig, int, RecordRules]] = {}
+_RULES_MAX = 4096
+
+
+def rules_of(config: LogConfig, inflation_ratio: int) -> RecordRules:
+    """``record_rules``, built once per config object (configs are immutable and replaced
+    whole when a topic's config changes, so identity is the key; bounded)."""
+    cached = _RULES.get(id(config))
+    if cached is not None and cached[0] is config and cached[1] == inflation_ratio:
+        return cached[2]
+    rules = record_rules(config, inflation_ratio)
+    if len(_RULES) >= _RULES_MAX:
+        _RULES.clear()
+    _RULES[id(config)] = (config, inflation_ratio, rules)
+    return rules
+
+
 async def check_produce(
     buf: bytearray, headers: Sequence[BatchHeader], config: LogConfig, inflation_ratio: int
 ) -> None:
     """``check_batches`` with the partition's rules, off the loop when it may take long."""
-    rules = record_rules(config, inflation_ratio)
+    rules = rules_of(config, inflation_ratio)
     now_ms = int(time.time() * 1000)
     if any(h.compression for h in headers) or (
         sum(h.records_count for h in headers) > THREAD_RECORDS
