@@ -94,8 +94,9 @@ class TransactionCoordinator:
         self.shards: dict[int, TxnShard] = {}
         self._tasks: set[asyncio.Task] = set()
         self._timer_task: asyncio.Task | None = None
-        # ((qualified id, producer id, epoch), (topic, partition)) verified for produce
-        self.verified: set[tuple[tuple[str, int, int], tuple[str, int]]] = set()
+        # ((qualified id, producer id, epoch), (topic, partition)) verified for produce ->
+        # the partition's leader epoch then
+        self.verified: dict[tuple[tuple[str, int, int], tuple[str, int]], int] = {}
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -446,20 +447,26 @@ class TransactionCoordinator:
         return None
 
     async def verify(
-        self, qualified: str, producer_id: int, producer_epoch: int, tps: list[tuple[str, int]]
+        self,
+        qualified: str,
+        producer_id: int,
+        producer_epoch: int,
+        tps: list[tuple[str, int]],
+        leader_epoch: int = -1,
     ) -> dict[tuple[str, int], str | None]:
         """For a transactional produce on a partition leader: is each partition part of the
         producer's ongoing transaction? Asks the coordinator (here, or over the internal
-        route); a positive answer is remembered until that partition's marker is written
-        here, so a transaction's later batches cost no round trip."""
+        route). A positive answer is remembered for this leader epoch until that
+        partition's marker is written here, so a transaction's later batches cost no round
+        trip; a leadership change (a marker written while another broker led) forgets it."""
         key = (qualified, producer_id, producer_epoch)
         out: dict[tuple[str, int], str | None] = {}
         ask = []
-        for tp in tps:
-            if (key, tuple(tp)) in self.verified:
-                out[tuple(tp)] = None
+        for tp in map(tuple, tps):
+            if self.verified.get((key, tp)) == leader_epoch:
+                out[tp] = None
             else:
-                ask.append(tuple(tp))
+                ask.append(tp)
         if not ask:
             return out
         c = self.coordinator(qualified)
@@ -474,7 +481,7 @@ class TransactionCoordinator:
         for tp, error in answers.items():
             out[tp] = error
             if error is None:
-                self.verified.add((key, tp))
+                self.verified[(key, tp)] = leader_epoch
         return out
 
     def forget_verified(self, marker) -> None:
@@ -486,4 +493,4 @@ class TransactionCoordinator:
                 continue
             found = self.markers.resolve(unqualify(qualified)[0], topic, number)
             if found is None or found[1] == marker.log_key:
-                self.verified.discard(entry)
+                self.verified.pop(entry, None)

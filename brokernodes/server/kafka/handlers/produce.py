@@ -103,7 +103,10 @@ async def _txn_error(
         return partition_error(
             index, kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONAL_ID
         )
-    answers = await ctx.broker.transactions.verify(qualified, pid, epoch, [(topic, index)])
+    leader_epoch = ctx.broker.replicas.get_partition(topic, index).leader_epoch
+    answers = await ctx.broker.transactions.verify(
+        qualified, pid, epoch, [(topic, index)], leader_epoch
+    )
     error = answers.get((topic, index))
     if error is None:
         return None
