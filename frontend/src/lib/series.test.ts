@@ -76,4 +76,16 @@ describe("minuteRates", () => {
     ]);
     expect(minuteRates([{ ts: "2025-03-04T10:00:00Z", value: 5 }], { measured_from: null, as_of: null })).toEqual([]);
   });
+
+  it("draws rows from before measured_from as they are, with no zeros between them", () => {
+    const rows = [
+      { ts: "2025-03-04T09:50:00Z", value: 60 },
+      { ts: "2025-03-04T09:55:00Z", value: 120 },
+    ];
+    expect(minuteRates(rows, { measured_from: "2025-03-04T10:00:00Z", as_of: "2025-03-04T10:01:10Z" })).toEqual([
+      { t: Date.UTC(2025, 2, 4, 9, 50, 30), value: 1 },
+      { t: Date.UTC(2025, 2, 4, 9, 55, 30), value: 2 },
+      { t: t(0), value: 0 },
+    ]);
+  });
 });

@@ -49,7 +49,9 @@ const MINUTE = 60_000;
 /** Per-second rates from per-minute totals (`rows`: minute start and count): one point per
  * whole minute from `measured_from` to the last complete minute before `as_of` (a minute in
  * that span without a row had no traffic: 0; the minute `as_of` falls in may still grow, so
- * it is left out). Nothing when never measured. Points sit at the minute's middle. */
+ * it is left out). Rows before `measured_from` (measured by an earlier source, e.g. the
+ * sampler before the live job took over) are drawn as they are, without zeros between them.
+ * Nothing when never measured. Points sit at the minute's middle. */
 export function minuteRates(rows: { ts: string; value: number }[], m: Measured): Point[] {
   if (!m.measured_from || !m.as_of) return [];
   const from = Math.ceil(new Date(m.measured_from).getTime() / MINUTE) * MINUTE;
@@ -59,7 +61,8 @@ export function minuteRates(rows: { ts: string; value: number }[], m: Measured):
     const t = new Date(r.ts).getTime();
     perMinute.set(t, (perMinute.get(t) ?? 0) + r.value);
   }
-  const out: Point[] = [];
+  const earlier = [...perMinute.keys()].filter((t) => t < from).sort((a, b) => a - b);
+  const out: Point[] = earlier.map((t) => ({ t: t + MINUTE / 2, value: perMinute.get(t)! / 60 }));
   for (let t = from; t < to; t += MINUTE) out.push({ t: t + MINUTE / 2, value: (perMinute.get(t) ?? 0) / 60 });
   return out;
 }

@@ -6,6 +6,7 @@ import { useGroup, useResetOffsets, useUndoReset, type ResetPlan, type ResetStra
 import { Field } from "../components/Field";
 import { GroupDelete } from "../components/GroupDelete";
 import { GroupMembers } from "../components/GroupMembers";
+import { GroupLagChart } from "../components/GroupLagChart";
 import { LagTable } from "../components/LagTable";
 import { Empty, ErrorState, FormError, Loading, fieldErrors } from "../components/States";
 import { formatNumber } from "../lib/format";
@@ -133,6 +134,7 @@ export function GroupDetailPage() {
       </p>
       <h2>Lag</h2>
       <LagTable offsets={g.offsets} />
+      <GroupLagChart groupId={g.group_id} />
       <h2>Members</h2>
       <GroupMembers members={g.members} />
       {atLeast(me?.role, "member") && <ResetOffsets groupId={g.group_id} topics={topics} />}

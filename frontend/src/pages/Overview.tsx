@@ -1,16 +1,18 @@
 import { Link } from "react-router-dom";
-import { Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { useBrokers } from "../api/hooks/brokers";
 import { useGroups } from "../api/hooks/groups";
+import { useLiveThroughput } from "../api/hooks/live";
 import { messageCount, usePartitionStates } from "../api/hooks/partitions";
 import { useRetentionReport } from "../api/hooks/reports";
 import { useTraffic } from "../api/hooks/traffic";
 import { isNotFound } from "../api/client";
 import { HealthBadge, HealthLegend } from "../components/HealthBadge";
 import { ErrorState, Loading } from "../components/States";
+import { TimeSeriesChart } from "../components/TimeSeriesChart";
 import { formatBytes, formatNumber } from "../lib/format";
 import { useByteRates, useMessageRates } from "../lib/rates";
-import { timeAxis } from "../lib/time";
+import { minuteRates, type Point } from "../lib/series";
+import { formatTimeFull } from "../lib/time";
 
 export function Overview() {
   const brokers = useBrokers();
@@ -22,8 +24,19 @@ export function Overview() {
   const traffic = useTraffic(3000);
   const byteRates = useByteRates(traffic.data);
   const bytesNow = byteRates[byteRates.length - 1];
-  const byteAx = timeAxis(byteRates.map((r) => r.t));
-  const rateAx = timeAxis(rates.map((r) => r.t));
+  // history: the live series per minute (all topics), then this page's own readings
+  const history = useLiveThroughput();
+  const hist = history.data;
+  const measured = { measured_from: hist?.measured_from ?? null, as_of: hist?.as_of ?? null };
+  const perMinute = (pick: (r: NonNullable<typeof hist>["rows"][number]) => number) =>
+    minuteRates((hist?.rows ?? []).map((r) => ({ ts: r.ts, value: pick(r) })), measured);
+  const then = (past: Point[], now: Point[]) => {
+    const last = past.length ? past[past.length - 1].t : -Infinity;
+    return [...past, ...now.filter((p) => p.t > last)];
+  };
+  const bytesIn = then(perMinute((r) => r.bytes_in), byteRates.map((r) => ({ t: r.t, value: r.bytesIn })));
+  const bytesOut = then(perMinute((r) => r.bytes_out), byteRates.map((r) => ({ t: r.t, value: r.bytesOut })));
+  const messagesIn = then(perMinute((r) => r.records_in), rates.map((r) => ({ t: r.t, value: r.total })));
 
   const partitions = states.data?.topics.flatMap((t) => t.partitions) ?? [];
   const underReplicated = partitions.filter((p) => p.under_replicated && !p.offline).length;
@@ -44,8 +57,9 @@ export function Overview() {
     .sort((a, b) => b.bytesIn + b.bytesOut - (a.bytesIn + a.bytesOut) || b.rate - a.rate)
     .slice(0, 5);
   const bySize = [...topics]
-    .sort((a, b) => (b.bytes ?? b.messages) - (a.bytes ?? a.messages))
+    .sort((a, b) => (b.bytes ?? -1) - (a.bytes ?? -1) || b.messages - a.messages)
     .slice(0, 5);
+  const sizesAsOf = retention.data?.as_of ?? null;
   const trouble = (groups.data?.results ?? []).filter((g) => g.health !== "OK" && g.health !== "EMPTY");
 
   return (
@@ -88,43 +102,31 @@ export function Overview() {
           Live bytes leave out the brokers that could not be read just now: {traffic.data.errors.join("; ")}.
         </p>
       ) : null}
-      <h2>Bytes in and out per second (live)</h2>
-      <div className="chart" aria-label="Bytes in and out per second">
-        {byteRates.length < 2 ? (
-          <p className="muted">The chart fills in over the next few seconds.</p>
-        ) : (
-          <ResponsiveContainer width="100%" height={180}>
-            <LineChart data={byteRates.map((r) => ({ t: r.t, in: Math.round(r.bytesIn), out: Math.round(r.bytesOut) }))}>
-              <XAxis dataKey="t" minTickGap={40} tickFormatter={byteAx.tick} />
-              <YAxis tickFormatter={(v) => formatBytes(Number(v))} width={80} />
-              <Tooltip labelFormatter={byteAx.label} formatter={(v) => `${formatBytes(Number(v))}/s`} />
-              <Legend />
-              <Line type="monotone" dataKey="in" name="bytes in/s" stroke="#2563eb" dot={false} isAnimationActive={false} />
-              <Line type="monotone" dataKey="out" name="bytes out/s" stroke="#16a34a" dot={false} isAnimationActive={false} />
-            </LineChart>
-          </ResponsiveContainer>
-        )}
-      </div>
+      <h2>Bytes in and out per second</h2>
+      <p className="muted" data-testid="history-as-of">
+        {measured.as_of
+          ? `Per minute from ${formatTimeFull(measured.measured_from)}, then live every few seconds.`
+          : history.isError ? "History could not be loaded; live readings only." : "History is not measured yet; live readings only."}
+      </p>
+      <TimeSeriesChart
+        label="Bytes in and out per second"
+        height={180}
+        series={[{ name: "bytes in/s", points: bytesIn }, { name: "bytes out/s", points: bytesOut, color: "#16a34a" }]}
+        format={(v) => `${formatBytes(Math.round(v))}/s`}
+        empty="The chart fills in over the next few seconds."
+      />
       {states.data?.errors.length ? (
         <p className="state error" role="status">
           Partition state leaves out what could not be read just now: {states.data.errors.join("; ")}.
         </p>
       ) : null}
-      <h2>Messages in per second (live)</h2>
-      <div className="chart" aria-label="Messages in per second">
-        {rates.length < 2 ? (
-          <p className="muted">The chart fills in over the next few seconds.</p>
-        ) : (
-          <ResponsiveContainer width="100%" height={180}>
-            <LineChart data={rates.map((r) => ({ t: r.t, rate: Number(r.total.toFixed(2)) }))}>
-              <XAxis dataKey="t" minTickGap={40} tickFormatter={rateAx.tick} />
-              <YAxis allowDecimals />
-              <Tooltip labelFormatter={rateAx.label} />
-              <Line type="monotone" dataKey="rate" stroke="#2563eb" dot={false} isAnimationActive={false} />
-            </LineChart>
-          </ResponsiveContainer>
-        )}
-      </div>
+      <h2>Messages in per second</h2>
+      <TimeSeriesChart
+        label="Messages in per second"
+        height={180}
+        series={[{ name: "messages in/s", points: messagesIn }]}
+        empty="The chart fills in over the next few seconds."
+      />
       <div className="two-col">
         <div>
           <h2>Top topics by traffic</h2>
@@ -146,16 +148,18 @@ export function Overview() {
         <div>
           <h2>Top topics by size</h2>
           {topics.length === 0 ? null : (
-            <table className="table compact">
-              <thead><tr><th>Topic</th><th className="num">{retention.data ? "Size" : "Messages"}</th></tr></thead>
+            <table className="table compact" aria-label="Top topics by size">
+              <thead><tr><th>Topic</th><th className="num">Size</th><th className="num">Messages</th></tr></thead>
               <tbody>
                 {bySize.map((t) => (
-                  <tr key={t.name}><td>{t.name}</td><td className="num">{retention.data ? formatBytes(t.bytes ?? 0) : formatNumber(t.messages)}</td></tr>
+                  <tr key={t.name}><td>{t.name}</td><td className="num">{t.bytes === undefined ? <span className="muted">not measured yet</span> : formatBytes(t.bytes)}</td><td className="num">{formatNumber(t.messages)}</td></tr>
                 ))}
               </tbody>
             </table>
           )}
-          {!retention.data && <p className="muted">Sizes in bytes come from the retention report once it has run.</p>}
+          <p className="muted" data-testid="sizes-as-of">
+            {sizesAsOf ? `Sizes as of ${formatTimeFull(sizesAsOf)} (the retention report).` : "Sizes are not measured yet: they come from the retention report once it has run."}
+          </p>
         </div>
       </div>
       <h2>Groups in trouble</h2>
