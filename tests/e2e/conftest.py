@@ -127,9 +127,6 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
                 ",".join(str(free_port()) for _ in range(3)),
                 "--kafka-ports",  # not the default 29092-29094: another stack may hold them
                 ",".join(str(free_port()) for _ in range(3)),
-                # not the default Kafka ports: another stack (make up, a parallel run) may hold them
-                "--kafka-ports",
-                ",".join(str(free_port()) for _ in range(3)),
                 "--var-dir",
                 str(tmp / "var"),
                 "--state-file",
