@@ -26,6 +26,7 @@ from brokernodes.server.kafka.handlers import classic_groups as h
 from brokernodes.server.metadata.cluster import parse_metadata
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
+from brokernodes.server.transactions.coordinator import TransactionCoordinator
 
 IMAGE = parse_metadata(
     {
@@ -118,6 +119,8 @@ def test_find_coordinator_batched(coord, version):
     assert by_key[HERE]["node_id"] == 1 and by_key[ELSEWHERE]["port"] == 9093
     assert by_key["secret"]["error_code"] == kerr.GROUP_AUTHORIZATION_FAILED
     assert by_key[""]["error_code"] == kerr.INVALID_GROUP_ID
+    # key type 1 asks the transaction coordinator: this image has no __transaction_state
+    ctx.broker.transactions = TransactionCoordinator(coord.metadata, None, coord, None)
     txn = call(
         h.find_coordinator,
         ctx,
@@ -125,7 +128,9 @@ def test_find_coordinator_batched(coord, version):
         version,
         {"key_type": 1, "coordinator_keys": ["tx"]},
     )
-    assert txn["coordinators"][0]["error_code"] == kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    (answer,) = txn["coordinators"]
+    assert answer["error_code"] == kerr.COORDINATOR_NOT_AVAILABLE
+    assert "__transaction_state" in answer["error_message"]
 
 
 # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup --------------------------------------------
