@@ -284,6 +284,7 @@ class _Gen:
         v, fl = self.version, self.flexible
         body = ["    m = {}"]
         tagged: dict[int, Field] = {}
+        run: list[Field] = []  # consecutive fixed-size fields: read with one unpack
         for f in fields:
             if not f.present(v):
                 body.append(f"    m[{f.key!r}] = {self._default_expr(f)}")
@@ -292,7 +293,13 @@ class _Gen:
                 tagged[f.tag] = f  # type: ignore[index]
                 body.append(f"    m[{f.key!r}] = {self._default_expr(f)}")
                 continue
+            if _is_fixed(f):
+                run.append(f)
+                continue
+            body.extend(self._read_run(run))
+            run = []
             body.append(f"    m[{f.key!r}], pos = {self._read_expr(f)}")
+        body.extend(self._read_run(run))
         if fl:
             if tagged:
                 readers = ", ".join(
@@ -307,6 +314,19 @@ class _Gen:
         self.lines.append(f"def {name}(buf, pos):")
         self.lines.extend(body)
         return name
+
+    def _read_run(self, run: list[Field]) -> list[str]:
+        """Lines reading consecutive fixed-size fields with one struct (one bounds check)."""
+        if not run:
+            return []
+        s = struct.Struct(">" + "".join(FIXED[f.type][0].format[1:] for f in run))
+        targets = ", ".join(f"m[{f.key!r}]" for f in run)
+        return [
+            f"    if pos + {s.size} > len(buf):",
+            f"        _short(buf, pos, {s.size})",
+            f"    {targets}{',' if len(run) == 1 else ''} = {self.const(s)}.unpack_from(buf, pos)",
+            f"    pos += {s.size}",
+        ]
 
     def _default_expr(self, f: Field) -> str:
         value = default_value(f, self.version)
@@ -362,14 +382,21 @@ class _Gen:
         v, fl = self.version, self.flexible
         body = ["    get = m.get"]
         tagged: list[Field] = []
+        run: list[Field] = []  # consecutive fixed-size fields: written with one pack
         for f in fields:
             if not f.present(v):
                 continue
             if fl and f.tagged_in(v):
                 tagged.append(f)
                 continue
-            value = f"get({f.key!r}, {self._default_expr(f)})"
+            if _is_fixed(f):
+                run.append(f)
+                continue
+            body.extend(self._write_run(run))
+            run = []
+            value = f"get({f.key!r}, {self._encode_default(f)})"
             body.extend("    " + line for line in self._write_lines(f, value))
+        body.extend(self._write_run(run))
         if fl:
             if tagged:
                 writers = ", ".join(
@@ -385,6 +412,22 @@ class _Gen:
         self.lines.append(f"def {name}(m, out):")
         self.lines.extend(body)
         return name
+
+    def _encode_default(self, f: Field) -> str:
+        """A default the encoder only reads: a shared constant, not a fresh copy per call
+        (an empty tuple for an array)."""
+        value = default_value(f, self.version)
+        if isinstance(value, list):
+            return "()"
+        return self.const(value) if isinstance(value, (bytes, dict)) else repr(value)
+
+    def _write_run(self, run: list[Field]) -> list[str]:
+        """A line writing consecutive fixed-size fields with one struct."""
+        if not run:
+            return []
+        s = struct.Struct(">" + "".join(FIXED[f.type][0].format[1:] for f in run))
+        values = ", ".join(f"get({f.key!r}, {self._default_expr(f)})" for f in run)
+        return [f"    out += {self.const(s.pack)}({values})"]
 
     def _value_writer(self, f: Field) -> str:
         name = self.fresh("_wv")
@@ -433,6 +476,14 @@ class _Gen:
             "records": f"write_records(out, {value}, {fl})",
             "uuid": f"write_uuid(out, {value})",
         }[t]
+
+
+def _is_fixed(f: Field) -> bool:
+    return not f.is_array and not f.is_struct and f.type in FIXED
+
+
+def _short(buf, pos: int, n: int) -> None:
+    _need(buf, pos, n)  # raises: the fields run past the end
 
 
 def _fresh(value):
@@ -509,6 +560,7 @@ _RUNTIME = {
     "write_uuid": write_uuid,
     "write_tags": write_tags,
     "_fresh": _fresh,
+    "_short": _short,
 }
 
 
