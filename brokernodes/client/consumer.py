@@ -13,6 +13,11 @@ With ``fetch_mode="websocket"`` the fetch task holds a ``/ws/consume`` stream (b
 instead: the broker pushes batches as they are appended, within the byte credit the task
 grants (``max_buffered_bytes``, given back as ``poll`` makes room).
 
+``isolation_level="read_committed"`` reads only below each partition's last stable offset
+and drops the batches of aborted transactions (the long-poll fetch names them in its
+``Sluice-Aborted-Transactions`` header; the WebSocket stream leaves them out), as Kafka's
+``isolation.level``; ``seek_to_end`` and a ``latest`` reset then go to the LSO.
+
 The fetch tasks are ``fetcher.py``'s (``Fetcher``, a base class of ``AsyncConsumer``); this
 module keeps assignment, positions and offset lookups, ``poll``, and the blocking wrapper.
 """
@@ -47,6 +52,7 @@ __all__ = ["AsyncConsumer", "Consumer", "ConsumerRecord", "OffsetAndTimestamp", 
 log = logging.getLogger("brokernodes.client.consumer")
 
 RESET_POLICIES = ("earliest", "latest", "none")
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 FETCH_MODES = ("long_poll", "websocket")
 
 
@@ -83,8 +89,14 @@ class AsyncConsumer(Fetcher):
         retry_backoff_ms: float = 100,
         check_crcs: bool = True,
         fetch_mode: str = "long_poll",
+        isolation_level: str = "read_uncommitted",
         transport: HttpTransport | None = None,
     ) -> None:
+        if isolation_level not in ISOLATION_LEVELS:
+            raise ValueError(
+                f"isolation_level must be one of {', '.join(ISOLATION_LEVELS)}, "
+                f"not {isolation_level!r}"
+            )
         if fetch_mode not in FETCH_MODES:
             raise ValueError(
                 f"fetch_mode must be one of {', '.join(FETCH_MODES)}, not {fetch_mode!r}"
@@ -104,6 +116,7 @@ class AsyncConsumer(Fetcher):
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.check_crcs = check_crcs
         self.fetch_mode = fetch_mode
+        self.isolation_level = isolation_level
         # A long poll answers after max_wait_ms at the latest: give it that on top.
         self._transport = transport or HttpTransport(
             api_key,
@@ -377,7 +390,8 @@ class AsyncConsumer(Fetcher):
             attempt += 1
             try:
                 url = self._leader_url(tp) + _partition_path(tp, "offsets")
-                doc = await self._transport.get_json(url, {"timestamp": str(spec)})
+                params = {"timestamp": str(spec), **self._isolation_params}
+                doc = await self._transport.get_json(url, params)
                 return OffsetAndTimestamp(int(doc["offset"]), int(doc.get("timestamp", -1)))
             except (BrokerConnectionError, ClientTimeoutError, BrokerError) as exc:
                 if not getattr(exc, "retriable", False) or attempt >= 5:

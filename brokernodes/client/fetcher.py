@@ -81,6 +81,21 @@ class _PartitionState:
         self.room = asyncio.Event()
 
 
+ABORTED_HEADER = "Sluice-Aborted-Transactions"
+
+
+def parse_aborted(value: str | None) -> dict[int, list[tuple[int, int]]]:
+    """The ``Sluice-Aborted-Transactions`` header (``pid:first:last`` comma-separated) as
+    producer id -> [(first offset, ABORT marker offset)]."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    if not value:
+        return out
+    for item in value.split(","):
+        pid, first, last = (int(x) for x in item.split(":"))
+        out.setdefault(pid, []).append((first, last))
+    return out
+
+
 class Fetcher:
     """The fetching methods of ``AsyncConsumer`` (its base class).
 
@@ -88,6 +103,15 @@ class Fetcher:
     configuration, the transport, the metadata (``refresh_metadata``), the position reset
     (``_reset``, ``_list_offset``) and the event ``poll`` waits on (``_data``).
     """
+
+    isolation_level = "read_uncommitted"
+
+    @property
+    def _isolation_params(self) -> dict[str, str]:
+        """The query parameter of a read_committed consumer's fetches and offset lookups."""
+        if self.isolation_level == "read_committed":
+            return {"isolation": "read_committed"}
+        return {}
 
     def _start_fetcher(self, state: _PartitionState) -> None:
         state.task = asyncio.get_running_loop().create_task(
@@ -140,6 +164,7 @@ class Fetcher:
             "max_bytes": str(self.fetch_max_bytes),
             "max_wait_ms": str(self.fetch_max_wait_ms),
             "min_bytes": str(self.fetch_min_bytes),
+            **self._isolation_params,
         }
         path = _partition_path(tp, "batches")
         while True:
@@ -199,7 +224,8 @@ class Fetcher:
             body = response.body
             if body:
                 try:
-                    added = self._add_records(state, body)
+                    aborted = parse_aborted(headers.get(ABORTED_HEADER))
+                    added = self._add_records(state, body, aborted)
                 except SluiceError as exc:
                     self._fail(state, exc)
                     return
@@ -231,6 +257,7 @@ class Fetcher:
                     "offset": str(state.fetch_offset),
                     "format": "binary",
                     "max_bytes": str(self.fetch_max_bytes),
+                    **self._isolation_params,
                 }
                 ws = await self._transport.websocket(self._leader_url(tp) + WS_CONSUME_PATH, params)
                 await self._stream(state, ws, progress)
@@ -338,7 +365,15 @@ class Fetcher:
         level = logging.WARNING if attempt in (3, 10) or attempt % 50 == 0 else logging.DEBUG
         log.log(level, "consumer: fetch %s-%s failed (attempt %d): %s", *tp, attempt, error)
 
-    def _add_records(self, state: _PartitionState, body: bytes) -> int:
+    def _add_records(
+        self,
+        state: _PartitionState,
+        body: bytes,
+        aborted: dict[int, list[tuple[int, int]]] | None = None,
+    ) -> int:
+        """Decode fetched batches into the partition's buffer; control batches and the
+        batches of ``aborted`` transactions (producer id -> [(first offset, marker
+        offset)]) give no records but move the fetch offset past them."""
         tp = state.tp
         topic, partition = tp
         fetch_offset = state.fetch_offset
@@ -366,7 +401,14 @@ class Fetcher:
             next_offset = header.next_offset
             if next_offset <= fetch_offset:
                 continue
-            if not header.is_control:
+            if not header.is_control and not (
+                aborted
+                and header.is_transactional
+                and any(
+                    first <= header.base_offset <= last
+                    for first, last in aborted.get(header.producer_id, ())
+                )
+            ):
                 records = batch.records
                 if header.base_offset < fetch_offset:  # a batch the position is inside of
                     records = [r for r in records if r.offset >= fetch_offset]

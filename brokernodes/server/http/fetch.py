@@ -3,7 +3,12 @@
 The binary fetch is also the replica fetch: with ``replica_id`` (plus
 ``current_leader_epoch`` and ``broker_epoch``) it is another broker's follower, admitted by
 the cluster secret instead of an API key, reading past the high watermark and not counted
-against tenant quotas (docs/replication.md)."""
+against tenant quotas (docs/replication.md).
+
+Consumers may ask ``isolation=read_committed``: reads stop at the last stable offset; the
+JSON answer leaves aborted transactions' records out, the binary one names them in the
+``Sluice-Aborted-Transactions`` header for the client to drop (``protocol/isolation.py``,
+docs/transactions.md). ``/offsets?timestamp=latest&isolation=read_committed`` is the LSO."""
 
 from __future__ import annotations
 
@@ -18,6 +23,14 @@ from brokernodes.server.http.forward import forwardable, forwarder
 from brokernodes.server.http.replication import authenticate_broker
 from brokernodes.server.http.sendfile import SliceResponse, close_slices, open_slices
 from brokernodes.server.http.util import auth_header, json_response, topic_partition
+from brokernodes.server.protocol.isolation import (
+    ABORTED_HEADER,
+    LSO_HEADER,
+    AbortedRange,
+    aborted_header,
+    aborted_skip,
+    read_committed_param,
+)
 from brokernodes.server.protocol.json_records import render_batches
 from brokernodes.server.protocol.params import choice_param, int_param, timestamp_param
 from brokernodes.server.protocol.request import SluiceRequest
@@ -49,6 +62,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         max_wait_ms: int,
         max_bytes: int,
         replica: bool = False,
+        read_committed: bool = False,
     ) -> tuple[FetchData, list[OpenSlice]]:
         """Fetch, then open the slices' files; a file that vanished (retention or
         compaction raced the read) means one more read of the log."""
@@ -68,6 +82,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
                 replica_id=replica_id,
                 current_leader_epoch=epoch,
                 broker_epoch=broker_epoch,
+                read_committed=read_committed,
             )
             opened = open_slices(data.slices)
             if opened is not None:
@@ -75,6 +90,13 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         raise KafkaStorageError(
             f"the segments of {topic}-{p} changed twice during this fetch; retry it"
         )
+
+    def stable(topic: str, p: int, offset: int) -> tuple[int, list[AbortedRange]]:
+        """The LSO and the aborted transactions from ``offset`` below it (read after the
+        data: the LSO only grows, so they cover what was read)."""
+        part = broker.replicas.get_partition(topic, p)
+        lso = part.last_stable_offset
+        return lso, [(a[0], a[1], a[2]) for a in part.aborted_transactions(offset, lso)]
 
     def limits(query) -> tuple[int, int]:
         max_bytes = int_param(
@@ -94,6 +116,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             principal = broker.authorize(auth_header(request), "READ", "topic", topic)
         max_bytes, max_wait_ms = limits(q)
         min_bytes = int_param(q, "min_bytes", 1, minimum=0)
+        read_committed = not replica and read_committed_param(q)
         try:
             data, opened = await fetch_and_open(
                 topic,
@@ -103,11 +126,18 @@ def add_routes(app: web.Application, broker: Broker) -> None:
                 max_wait_ms=max_wait_ms,
                 max_bytes=max_bytes,
                 replica=replica,
+                read_committed=read_committed,
             )
         except NotLeaderOrFollowerError:
             if replica or not forwardable(request):
                 raise
             return await forwarder(broker).forward(request, topic, p)  # one front door
+        isolation_headers = {}
+        if read_committed:
+            lso, aborted = stable(topic, p, data.fetch_offset)
+            isolation_headers[LSO_HEADER] = str(lso)
+            if aborted and opened:
+                isolation_headers[ABORTED_HEADER] = aborted_header(aborted)
         try:
             total = sum(s.length for s in opened)
             # KIP-219: record, then answer after the throttle time
@@ -127,6 +157,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
                 "Sluice-Log-Start-Offset": str(data.log_start_offset),
                 "Sluice-Log-End-Offset": str(data.log_end_offset),
                 "Sluice-Next-Offset": str(data.next_offset),
+                **isolation_headers,
             },
             on_sent=None if replica else partial(broker.metrics.record_out, topic),
             label=f"{topic}-{p}",
@@ -142,9 +173,16 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         )
         fmt = choice_param(q, "format", ("json", "text", "base64"), "json")
         offset = int_param(q, "offset", minimum=0)
+        read_committed = read_committed_param(q)
         try:
             data, opened = await fetch_and_open(
-                topic, p, q, min_bytes=1, max_wait_ms=max_wait_ms, max_bytes=max_bytes
+                topic,
+                p,
+                q,
+                min_bytes=1,
+                max_wait_ms=max_wait_ms,
+                max_bytes=max_bytes,
+                read_committed=read_committed,
             )
         except NotLeaderOrFollowerError:
             if not forwardable(request):
@@ -156,8 +194,14 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             close_slices(s.fd for s in opened)
         part = broker.replicas.get_partition(topic, p)
         cap = max_inflated_bytes(part.log.config.max_message_bytes, part.inflation_ratio)
+        extra = {}
+        skip = None
+        if read_committed:
+            lso, aborted = stable(topic, p, offset)
+            extra["last_stable_offset"] = lso
+            skip = aborted_skip(aborted) if raw else None
         records_out, next_offset = render_batches(
-            raw, offset, fmt, max_records=max_records, max_records_bytes=cap
+            raw, offset, fmt, max_records=max_records, max_records_bytes=cap, skip=skip
         )
         broker.metrics.record_out(topic, len(raw), len(records_out))
         throttle = await broker.quotas.throttle_fetch(principal, len(raw))
@@ -167,6 +211,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
                 "next_offset": next_offset,
                 "high_watermark": data.high_watermark,
                 "log_start_offset": data.log_start_offset,
+                **extra,
                 "throttle_time_ms": throttle,
             }
         )
@@ -177,8 +222,9 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         topic, p = topic_partition(request)
         broker.authorize(auth_header(request), "DESCRIBE", "topic", topic)
         timestamp = timestamp_param(request.query)
+        read_committed = read_committed_param(request.query)
         try:
-            found = broker.replicas.list_offsets(topic, p, timestamp)
+            found = broker.replicas.list_offsets(topic, p, timestamp, read_committed=read_committed)
         except NotLeaderOrFollowerError:
             if not forwardable(request):
                 raise

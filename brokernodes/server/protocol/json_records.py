@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +20,7 @@ import orjson
 
 from brokernodes.errors import InvalidRequestError, SluiceError
 from brokernodes.records.batch import DecodedRecord, decode_batch
-from brokernodes.records.header import read_header
+from brokernodes.records.header import BatchHeader, read_header
 
 DATA_TYPES = ("JSON", "STRING", "BINARY")
 MAX_BATCH_ENTRIES = 1000
@@ -318,13 +318,15 @@ def render_batches(
     max_records: int | None = None,
     max_records_bytes: int | None = None,
     min_timestamp: int | None = None,
+    skip: Callable[[BatchHeader], bool] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Whole fetched batches -> (JSON records from ``offset`` on, next offset to read).
 
-    Control batches are skipped; records below ``offset`` (the first batch may start
-    before it) are left out; with ``max_records`` the answer stops early and the next
-    offset is the record after the last one rendered. ``min_timestamp`` also leaves out
-    records before the first one stamped at or after it (a start by timestamp).
+    Control batches, and those ``skip`` names (an aborted transaction's), are skipped;
+    records below ``offset`` (the first batch may start before it) are left out; with
+    ``max_records`` the answer stops early and the next offset is the record after the
+    last one rendered. ``min_timestamp`` also leaves out records before the first one
+    stamped at or after it (a start by timestamp).
 
     A batch that cannot be decoded (corrupt, or inflating past ``max_records_bytes``; None
     means the codec's default cap) ends the answer before it, or raises an error naming its
@@ -347,7 +349,7 @@ def render_batches(
             ) from e
         h = batch.header
         pos += h.size
-        if h.is_control:
+        if h.is_control or (skip is not None and skip(h)):
             next_offset = max(next_offset, h.next_offset)
             continue
         wanted = [r for r in batch.records if r.offset >= offset]

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from brokernodes.errors import InvalidRequestError
+from brokernodes.server.protocol.isolation import read_committed_param
 from brokernodes.server.protocol.json_records import MAX_BATCH_ENTRIES, ProduceEntry, parse_entry
 from brokernodes.server.protocol.params import choice_param, int_param
 
@@ -172,13 +173,14 @@ class ConsumeParams:
     value: int  # the offset or timestamp (0 for earliest/latest)
     format: str
     max_bytes: int  # batch bytes per message at most (the first batch is sent whole)
+    read_committed: bool = False  # isolation=read_committed: below the LSO, no aborted data
 
 
 def parse_consume_query(
     query: Mapping[str, str], *, default_max_bytes: int, max_fetch_bytes: int
 ) -> ConsumeParams:
     """``topic``, ``partition`` (default 0), one of ``offset`` / ``timestamp`` /
-    ``from=earliest|latest`` (default latest), ``format``, ``max_bytes``."""
+    ``from=earliest|latest`` (default latest), ``format``, ``max_bytes``, ``isolation``."""
     topic = query.get("topic", "")
     if not topic:
         raise InvalidRequestError("query parameter 'topic' is required")
@@ -196,4 +198,5 @@ def parse_consume_query(
         start, value = choice_param(query, "from", ("earliest", "latest"), "latest"), 0
     fmt = choice_param(query, "format", CONSUME_FORMATS, "json")
     max_bytes = int_param(query, "max_bytes", default_max_bytes, minimum=1, maximum=max_fetch_bytes)
-    return ConsumeParams(topic, partition, start, value, fmt, max_bytes)
+    read_committed = read_committed_param(query)
+    return ConsumeParams(topic, partition, start, value, fmt, max_bytes, read_committed)

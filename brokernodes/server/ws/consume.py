@@ -8,6 +8,10 @@ below zero by less than one batch; nothing more is read or sent until grants bri
 zero again. With credit and no new data the stream waits on the partition's long-poll
 wake-up (the live tail); with no credit it waits for a grant. It never reads ahead of the
 credit, so a slow consumer costs the broker one message at most.
+
+With ``isolation=read_committed`` the stream stops at the last stable offset (``from=latest``
+starts there) and never sends an aborted transaction's batches: JSON frames leave their
+records out, binary frames leave the batches out (``protocol/isolation.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from brokernodes.records.compression import max_inflated_bytes
 from brokernodes.records.header import iter_batches
 from brokernodes.server.http.forward import forwardable
 from brokernodes.server.http.sendfile import OpenSlice, close_slices, open_slices
+from brokernodes.server.protocol.isolation import aborted_skip, drop_aborted
 from brokernodes.server.protocol.json_records import render_batches
 from brokernodes.server.protocol.ws_frames import (
     MAX_OUTSTANDING_CREDIT,
@@ -91,9 +96,11 @@ class ConsumeStream:
         if params.start == "earliest":
             return log.log_start_offset
         if params.start == "latest":
-            return log.high_watermark
+            return p.last_stable_offset if params.read_committed else log.high_watermark
         if params.start == "timestamp":
-            return replicas.list_offsets(params.topic, params.partition, params.value).offset
+            return replicas.list_offsets(
+                params.topic, params.partition, params.value, read_committed=params.read_committed
+            ).offset
         start, end = log.log_start_offset, log.log_end_offset
         if not start <= params.value <= end:
             err = OffsetOutOfRangeError(
@@ -182,11 +189,19 @@ class ConsumeStream:
                     continue
                 await p.wait_for_data(TAIL_WAIT_S)
                 continue
+            aborted = self._aborted(p, offset) if params.read_committed else []
+            if binary and aborted:
+                *_, last = iter_batches(raw, verify_crc=False)
+                raw = drop_aborted(raw, aborted)
+                if not raw:  # only aborted batches: nothing to send, read on past them
+                    offset = last.next_offset
+                    continue
             size = len(raw)
             # the fetch quota delays this message (only this stream waits)
             throttle = await broker.quotas.throttle_fetch(principal, size)
             if binary:
-                *_, last = iter_batches(raw, verify_crc=False)
+                if not aborted:
+                    *_, last = iter_batches(raw, verify_crc=False)
                 next_offset = last.next_offset
                 records = 0
                 await sock.ws.send_frame(raw, WSMsgType.BINARY)
@@ -199,6 +214,7 @@ class ConsumeStream:
                         p.log.config.max_message_bytes, p.inflation_ratio
                     ),
                     min_timestamp=min_timestamp,
+                    skip=aborted_skip(aborted),
                 )
                 min_timestamp = None
                 records = len(rendered)
@@ -215,21 +231,33 @@ class ConsumeStream:
             broker.metrics.record_out(topic, size, records)
             offset = next_offset
 
+    @staticmethod
+    def _aborted(p: Partition, offset: int) -> list[tuple[int, int, int]]:
+        """The aborted transactions from ``offset`` below the LSO (read after the data)."""
+        lso = p.last_stable_offset
+        return [(a[0], a[1], a[2]) for a in p.aborted_transactions(offset, lso)]
+
     async def _read_batches(self, p: Partition, offset: int, max_bytes: int) -> tuple[bytes, int]:
         """Whole batches from ``offset`` (at most ``max_bytes`` but the first batch whole),
         and the high watermark: from memory when they are the batches just appended (the
         live tail), else from the segment files. Retries once if retention or compaction
         removed a segment between the read and the open."""
+        params = self.params
+        committed = params.read_committed
         high_watermark = p.log.high_watermark
-        if offset == high_watermark:
+        if offset == (p.last_stable_offset if committed else high_watermark):
             return b"", high_watermark  # caught up: nothing to read
-        tail = p.read_tail(offset, max_bytes)
+        tail = p.read_tail(offset, max_bytes, read_committed=committed)
         if tail is not None:
             return tail, high_watermark
-        params = self.params
         for _ in range(2):
             data = await self.broker.replicas.fetch(
-                params.topic, params.partition, offset, max_bytes=max_bytes, max_wait_ms=0
+                params.topic,
+                params.partition,
+                offset,
+                max_bytes=max_bytes,
+                max_wait_ms=0,
+                read_committed=committed,
             )
             if not data.slices:
                 return b"", data.high_watermark
