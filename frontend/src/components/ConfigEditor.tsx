@@ -25,37 +25,43 @@ export function ConfigEditor({
   invalid?: boolean;
 }) {
   const aria = { "aria-describedby": describedBy, "aria-invalid": invalid || undefined };
-  if (def.kind === "enum") {
-    return (
-      <select id={id} {...aria} value={value} onChange={(e) => onChange(e.target.value)}>
-        {def.choices.map((c) => <option key={c} value={c}>{c}</option>)}
-      </select>
-    );
-  }
-  if (def.kind === "boolean") {
-    return (
-      <label className="switch">
-        <input id={id} {...aria} type="checkbox" role="switch" checked={value === "true"} onChange={(e) => onChange(e.target.checked ? "true" : "false")} />
-        <span>{value === "true" ? "on" : "off"}</span>
-      </label>
-    );
+  if (def.kind === "enum" || def.kind === "boolean") {
+    return <ChoiceEditor def={def} value={value} onChange={onChange} id={id} aria={aria} />;
   }
   return <AmountEditor def={def} value={value} onChange={onChange} id={id} aria={aria} />;
 }
 
-function AmountEditor({
-  def,
-  value,
-  onChange,
-  id,
-  aria,
-}: {
+interface EditorProps {
   def: ConfigDefinition;
   value: string;
   onChange: (value: string | null) => void;
   id: string;
   aria: Record<string, unknown>;
-}) {
+}
+
+function ChoiceEditor({ def, value, onChange, id, aria }: EditorProps) {
+  const [chosen, setChosen] = useState(value);
+  useEffect(() => setChosen(value), [value]);
+  const choose = (v: string) => {
+    setChosen(v);
+    onChange(v);
+  };
+  if (def.kind === "boolean") {
+    return (
+      <label className="switch">
+        <input id={id} {...aria} type="checkbox" role="switch" checked={chosen === "true"} onChange={(e) => choose(e.target.checked ? "true" : "false")} />
+        <span>{chosen === "true" ? "on" : "off"}</span>
+      </label>
+    );
+  }
+  return (
+    <select id={id} {...aria} value={chosen} onChange={(e) => choose(e.target.value)}>
+      {def.choices.map((c) => <option key={c} value={c}>{c}</option>)}
+    </select>
+  );
+}
+
+function AmountEditor({ def, value, onChange, id, aria }: EditorProps) {
   const units = def.kind === "duration" ? DURATION_UNITS : def.kind === "size" ? SIZE_UNITS : null;
   const specials = Object.entries(def.special);
   const split = (v: string) => (v in def.special ? { amount: "", unit: `special:${v}` } : units ? toAmount(v, units) : { amount: v, unit: "" });

@@ -81,7 +81,9 @@ describe("TopicConfigs", () => {
     setup("member", {});
     expect(screen.getByRole("button", { name: "No changes" })).toHaveProperty("disabled", true);
     await userEvent.click(screen.getByRole("switch"));
+    expect(screen.getByRole("switch")).toHaveProperty("checked", true);
     await userEvent.selectOptions(screen.getByLabelText("cleanup.policy"), "compact");
+    expect((screen.getByLabelText("cleanup.policy") as HTMLSelectElement).value).toBe("compact");
     expect(screen.getByRole("button", { name: "Save 2 changes" })).toHaveProperty("disabled", false);
     const mir = screen.getByLabelText("min.insync.replicas");
     await userEvent.clear(mir);
