@@ -320,3 +320,34 @@ def test_open_rebuilds_state_and_rewrites_a_lost_or_stale_txnindex(tmp_path):
     assert state.last_stable_offset(6) == 2
     assert log.replace_aborted_txns(aborted) == 0
     log.close()
+
+
+def test_compaction_drops_aborted_data_and_its_txnindex_entries_with_it(tmp_path):
+    from brokernodes.storage.cleaner import LogCleaner
+    from tests.unit.storage.cleaner_helpers import T0, read_all
+    from tests.unit.storage.cleaner_helpers import open_log as open_compacted
+
+    log = open_compacted(tmp_path / "t-0")
+    keyed = [Record(T0, b"k", b"aborted"), Record(T0, b"j", b"aborted")]
+    log.append(encode_batch(keyed, producer_id=7, producer_epoch=0, is_transactional=True))
+    log.append(bytearray(encode_txn_marker(7, 0, False, 0, T0)))  # 2: ABORT
+    log.append_aborted_txn(AbortedTxn(7, 0, 2, 3))
+    log.roll()
+    log.append(encode_batch([Record(T0, b"k", b"kept")]))  # 3
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    first = tmp_path / "t-0" / "00000000000000000000.txnindex"
+    assert first.exists()
+    LogCleaner(now_ms=T0).clean(log, force=True)
+    # the aborted records are gone from the log, so their entry has nothing left to hide
+    left = read_all(log)
+    assert [o for o, _, _ in left] == [2, 3]  # the ABORT marker (kept) and the record
+    assert left[1][2] == b"kept"
+    assert log.aborted_transactions(0, 4) == []
+    assert not first.exists()
+    log.close()
+    reopened = open_log(tmp_path / "t-0")
+    state, aborted = Partition.rebuild_producer_state(reopened)
+    assert (state.ongoing_transactions, aborted) == ({}, [])
+    assert reopened.aborted_transactions(0, 4) == []
+    reopened.close()
