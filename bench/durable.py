@@ -11,8 +11,8 @@ write as Sluice's carries. Alternating rounds, the median round of each side; bo
 same disk (a temporary directory). ``SLUICE_BENCH_SMOKE=1`` shrinks it to seconds.
 
 Redis's ``always`` fsyncs once per event-loop turn for every command read in that turn, a
-group commit of its own; a Sluice partition fsyncs once per request (the partition's
-append lock is held through the fsync), which is what this figure shows.
+group commit of its own; a Sluice partition shares one fsync among the produce requests
+waiting for it (docs/storage.md, group commit), at most one request per connection.
 """
 
 from __future__ import annotations

@@ -109,6 +109,9 @@ class AppendInfo:
     valid_bytes: int
     log_start_offset: int
     log_end_offset: int
+    # ``append(defer_flush=True)``: the offset the flush policy wants fsynced below before
+    # the append may be acknowledged (None: no fsync due); the caller's to do
+    flush_to: int | None = None
 
 
 @dataclass(slots=True)  # a value; not frozen, which costs ~1 us per instance on the hot path
@@ -388,6 +391,7 @@ class PartitionLog(LogFlush):
         leader_epoch: int | None = None,
         now_ms: int | None = None,
         expected_offset: int | None = None,
+        defer_flush: bool = False,
     ) -> AppendInfo:
         """Append whole RecordBatch v2 batches, all or nothing.
 
@@ -403,6 +407,11 @@ class PartitionLog(LogFlush):
         since refuses them. Every batch is validated first
         (length, magic, CRC-32C, ``max.message.bytes``); any bad batch refuses the whole
         request with an error naming it, and nothing is written.
+
+        A flush the policy makes due (``flush.messages``, ``flush.ms``) runs before this
+        returns, unless ``defer_flush``: then ``info.flush_to`` names it and the caller
+        fsyncs (``flush_policy_to``) before acknowledging, so appends waiting together share
+        one fsync (the leader's group commit, brokernodes/server/replica/partition.py).
         """
         with self._lock:
             self._check_open()
@@ -429,9 +438,12 @@ class PartitionLog(LogFlush):
         if rolled:
             self._schedule_rolled_flush()
         if flush_to is not None:
-            # flush.messages / flush.ms: this append returns once it is on disk, but the
-            # fsync runs without the lock (readers of the log, and the loop, do not wait)
-            self._fsync_to(flush_to, now, checkpoint="policy")
+            if defer_flush:
+                info.flush_to = flush_to
+            else:
+                # flush.messages / flush.ms: this append returns once it is on disk, but the
+                # fsync runs without the lock (readers of the log, and the loop, do not wait)
+                self._fsync_to(flush_to, now, checkpoint="policy")
         return info
 
     def _append_single_batch(

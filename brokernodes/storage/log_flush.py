@@ -44,6 +44,12 @@ class LogFlush:
             target = self._log_end_offset if offset is None else offset
         self._fsync_to(target, now, checkpoint="always")
 
+    def flush_policy_to(self, offset: int) -> None:
+        """fsync everything below ``offset`` for a deferred policy flush (``append`` with
+        ``defer_flush``); nothing to do if the recovery point is past it already. The
+        recovery-point checkpoint is written as a policy flush writes it."""
+        self._fsync_to(offset, checkpoint="policy")
+
     def maybe_flush(self, now_ms: int | None = None) -> bool:
         """The ``flush.ms`` ticker: flush if ``flush.ms`` passed since the last flush."""
         with self._lock:

@@ -19,6 +19,12 @@ As leader:
   (a duplicate waits for its original offsets too), failing with
   NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR falls under min ISR, NOT_LEADER_OR_FOLLOWER if
   leadership moves, REQUEST_TIMED_OUT after the timeout: never an acknowledgement then.
+- Group commit: under a flush policy (``flush.messages``, ``flush.ms``) an append does not
+  fsync under the append lock; its request waits in ``_group_commit`` after the lock, and
+  one fsync at a time per partition covers every append made before it started. Requests
+  that arrive while an fsync runs append meanwhile and share the next one, so a partition
+  fsyncs once per group of waiting requests instead of once per request; no request is
+  answered before the fsync that covers its records.
 - ``on_replica_fetch`` validates a follower's fetch (leader epoch, KIP-320) and feeds its
   log end offset to ``LeaderState``: the high watermark (min LEO over the ISR) and ISR
   expansions follow. ISR changes go out through ``alter_sink`` (the replica manager sends
@@ -185,6 +191,7 @@ class Partition:
             self._loop = None  # noticed at the next append
         log.on_offline = self._log_offline
         self._append_lock = asyncio.Lock()
+        self._commit_task: asyncio.Task[None] | None = None  # the group commit's fsync
         self._plain_config: LogConfig | None = None  # the last config seen not to rewrite
         # waiters, one future each: HW moved (consumers), LEO moved (replica fetches), HW /
         # ISR / role changed (acks=all)
@@ -535,6 +542,8 @@ class Partition:
                 info = await self._append_locked(ls, fresh, list(iter_batches(fresh)), True)
         if info is not None:
             self._wake_appended()
+            if info.flush_to is not None:
+                await self._group_commit(info.flush_to)
         if outcomes is None:
             assert info is not None
             if acks == -1:
@@ -577,6 +586,10 @@ class Partition:
         it was appended at; for acks=all only once every one of them is committed (Kafka's
         delayed produce waits for a duplicate too)."""
         batches = batch_offsets(headers, outcomes, info.first_offset if info else -1)
+        c = self.log.config
+        if c.flush_messages != MAX_LONG or c.flush_ms != MAX_LONG:
+            # a retry may arrive while its original still waits for the group commit
+            await self._group_commit(max(b[1] for b in batches) + 1)
         if acks == -1:
             await self._wait_acks(ls, max(b[1] for b in batches), timeout)
         return AppendResult(
@@ -596,7 +609,9 @@ class Partition:
         epoch = ls.leader_epoch
         try:
             if self._may_block(len(buf), headers):
-                info = await asyncio.to_thread(self.log.append, buf, leader_epoch=epoch)
+                info = await asyncio.to_thread(
+                    self.log.append, buf, leader_epoch=epoch, defer_flush=True
+                )
             else:
                 info = self.log.append(buf, leader_epoch=epoch)
         except KafkaStorageError as e:
@@ -608,6 +623,39 @@ class Partition:
             ls.on_leader_append(self.log.log_end_offset)
             self._sync_high_watermark()
         return info
+
+    async def _group_commit(self, end: int) -> None:
+        """Return once the log is fsynced below ``end`` (module docstring, "Group
+        commit"): wait for the fsync in flight, then start the next one (which covers
+        the log end as it is then) or join one another waiter started."""
+        log = self.log
+        while log.recovery_point < end:
+            if log.log_end_offset < end:
+                raise NotLeaderOrFollowerError(
+                    f"{self.topic}-{self.partition}: the log was truncated below offset "
+                    f"{end} before it was fsynced; those records were not acknowledged: retry"
+                )
+            task = self._commit_task
+            if task is None:
+                task = self._commit_task = asyncio.ensure_future(self._commit())
+            await asyncio.shield(task)
+
+    async def _commit(self) -> None:
+        """One group-commit fsync, in a worker thread: everything below the log end."""
+        log = self.log
+        target = log.log_end_offset
+        try:
+            await asyncio.to_thread(log.flush_policy_to, target)
+        except KafkaStorageError as e:
+            self._storage_failed(e)
+            raise
+        finally:
+            self._commit_task = None
+        if log.recovery_point < min(target, log.log_end_offset):
+            raise NotLeaderOrFollowerError(  # closed meanwhile: the fsync did not happen
+                f"{self.topic}-{self.partition}: the log closed before the records were "
+                f"fsynced; they were not acknowledged: retry"
+            )
 
     async def _wait_acks(self, ls: LeaderState, last_offset: int, timeout: float) -> None:
         """acks=all: wait until the HW passes ``last_offset`` with the ISR at min ISR."""
