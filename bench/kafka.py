@@ -14,6 +14,9 @@ beside the peers of bench/broker.py, measured in the same run (../shared/BENCH.m
   to a librdkafka consumer in another process (fetch.wait.max.ms small); send to receipt,
   after a warm-up. Peer: Redis XADD to XREAD BLOCK, producer and consumer in their own
   processes too; alternating rounds, the median round's p99 on each side.
+- ``kafka.produce.broker_cpu_us_per_request`` and ``kafka.fetch.broker_cpu_us_per_request``:
+  the broker's CPU per small request on the Kafka listener (one-record Produce, acks=1; a
+  long-poll Fetch woken by a produce), from bench/request_cost.py on the same broker.
 
 Every client runs in its own process (``python -m bench.kafka <role> ...``, one JSON line on
 stdout), so the harness is never the bottleneck and each side's client CPU is reported. The
@@ -102,11 +105,12 @@ class Plan:
     small_fetch_bytes: int  # the 100-byte-record partition read once (0: skipped)
     e2e_rounds: int
     e2e_seconds: float
+    cost_requests: int = 10_000  # requests per phase of bench/request_cost.py
 
 
 FULL = Plan(5, 3.0, 2_500_000, 1024 << 20, 5, 128 << 20, 5, 10.0)
-QUICK = Plan(3, 1.0, 800_000, 256 << 20, 3, 0, 3, 3.0)
-SMOKE = Plan(1, 0.5, 100_000, 16 << 20, 1, 4 << 20, 1, 0.5)
+QUICK = Plan(3, 1.0, 800_000, 256 << 20, 3, 0, 3, 3.0, cost_requests=5_000)
+SMOKE = Plan(1, 0.5, 100_000, 16 << 20, 1, 4 << 20, 1, 0.5, cost_requests=500)
 
 
 def _plan(quick: bool) -> Plan:
@@ -706,6 +710,49 @@ def _e2e_metric(broker, plan: Plan):
     )
 
 
+def _cost_metrics(broker, plan: Plan) -> list:
+    """The broker's CPU per small Produce and long-poll Fetch (bench/request_cost.py)."""
+    from bench import request_cost
+    from bench.report import Metric
+
+    cost = request_cost.measure(broker, plan.cost_requests)
+    n = f"{plan.cost_requests:,}"
+    common = (
+        "a raw-protocol client in a process of its own, one request in flight, one broker; "
+        "the broker's user + system CPU (/proc) over the phase, less its idle rate "
+        f"({cost['broker_idle_cpu_share']:.1%} of a core) times the phase's wall time"
+    )
+    return [
+        Metric(
+            name="kafka.produce.broker_cpu_us_per_request",
+            value=cost["produce"]["broker_cpu_us_per_request"],
+            unit="us",
+            better="lower",
+            workload=(
+                f"{n} Produce requests (v{request_cost.produce_version()}, acks=1), each one "
+                f"RecordBatch of one 100-byte record, as librdkafka sends with linger.ms 0; "
+                f"{common}; {cost['produce']['requests_per_s']:,} requests/s (wall clock)"
+            ),
+            target_value=50.0,
+        ),
+        Metric(
+            name="kafka.fetch.broker_cpu_us_per_request",
+            value=cost["fetch"]["broker_cpu_us_per_request"],
+            unit="us",
+            better="lower",
+            workload=(
+                f"{n} Fetch requests (v{request_cost.fetch_version()}, topic ids, max wait "
+                f"1 s, min bytes 1), each parked in the long poll and woken by a one-record "
+                f"produce on a second connection; the phase's CPU less {n} times the "
+                f"produce figure; {common}; wake latency from the produce's send to the "
+                f"fetch's answer p50 {cost['fetch']['wake_p50_ms']:.2f} ms, p99 "
+                f"{cost['fetch']['wake_p99_ms']:.2f} ms (wall clock)"
+            ),
+            target_value=50.0,
+        ),
+    ]
+
+
 def _versions() -> str:
     import confluent_kafka
 
@@ -723,11 +770,14 @@ def _topics(plan: Plan) -> dict[str, tuple[int, dict[str, str]]]:
     }
     for i in range(plan.e2e_rounds):
         topics[f"ke2e-{i}"] = (1, {})
-    return topics
+    from bench.request_cost import cost_topics
+
+    return {**topics, **cost_topics()}
 
 
 def run(quick: bool = False) -> list:
-    """The three Kafka metrics, each beside its peer; one broker with a Kafka listener."""
+    """The Kafka metrics (the three beside their peers, then the broker's CPU per small
+    request); one broker with a Kafka listener."""
     from harness.broker import BrokerLauncher
 
     plan = _plan(quick)
@@ -739,6 +789,7 @@ def run(quick: bool = False) -> list:
         metrics.append(_produce_metric(broker, plan))
         metrics.append(_fetch_metric(broker, plan))
         metrics.append(_e2e_metric(broker, plan))
+        metrics.extend(_cost_metrics(broker, plan))
     finally:
         with contextlib.suppress(Exception):
             launcher.close()

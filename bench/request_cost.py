@@ -122,8 +122,8 @@ class Client:
         from brokernodes.server.protocol.kafka import apis
 
         self.apis = apis
-        self.produce_version = apis.apis()[apis.PRODUCE].max_version
-        self.fetch_version = apis.apis()[apis.FETCH].max_version
+        self.produce_version = produce_version()
+        self.fetch_version = fetch_version()
         self.producer = _connect(address)
         self.consumer = _connect(address)
         query = {"topics": [{"name": FETCH_TOPIC}], "allow_auto_topic_creation": False}
@@ -211,8 +211,21 @@ def client_main(address: str) -> int:
 # The harness side.
 
 
-def _topics() -> dict[str, tuple[int, dict[str, str]]]:
+def cost_topics() -> dict[str, tuple[int, dict[str, str]]]:
+    """The topics the phases use (one partition each), for a broker started elsewhere."""
     return {PRODUCE_TOPIC: (1, {}), FETCH_TOPIC: (1, {})}
+
+
+def produce_version() -> int:
+    from brokernodes.server.protocol.kafka import apis
+
+    return apis.apis()[apis.PRODUCE].max_version
+
+
+def fetch_version() -> int:
+    from brokernodes.server.protocol.kafka import apis
+
+    return apis.apis()[apis.FETCH].max_version
 
 
 class _Session:
@@ -324,7 +337,7 @@ def broker_with_kafka(extra_topics: dict | None = None):
     base = Path(tempfile.mkdtemp(prefix="sluice-bench-rc-"))
     launcher = BrokerLauncher(base)
     try:
-        yield launcher({**_topics(), **(extra_topics or {})}, kafka=True)
+        yield launcher({**cost_topics(), **(extra_topics or {})}, kafka=True)
     finally:
         with contextlib.suppress(Exception):
             launcher.close()
