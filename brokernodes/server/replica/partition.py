@@ -781,6 +781,8 @@ class Partition:
             if txn is not None:
                 self._txn_ended(txn)
         self._wake_appended()
+        if info.flush_to is not None:  # a flush policy: fsynced before it is answered
+            await self._group_commit(info.flush_to)
         await self._wait_acks(ls, info.first_offset, timeout)
         return info.first_offset
 

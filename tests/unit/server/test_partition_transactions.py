@@ -5,6 +5,7 @@ truncation that reopens a transaction, restart, fencing, and read_committed read
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 import pytest
@@ -155,6 +156,18 @@ def test_markers_of_older_producer_epochs_are_fenced(tmp_path):
         assert p.log.log_end_offset == 1  # nothing appended
         assert await p.write_txn_marker(7, 2, True, 0) == 1
         assert p.last_stable_offset == 2
+        p.log.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_marker_under_a_flush_policy_is_fsynced_before_it_is_answered(tmp_path):
+    async def scenario():
+        p = open_partition(tmp_path / "b1", 1, info(isr=(1,)))
+        p.log.update_config(dataclasses.replace(p.log.config, flush_messages=1))
+        await p.append_as_leader(txn(7, 0, "a"))
+        offset = await p.write_txn_marker(7, 0, True, 0)
+        assert p.log.recovery_point > offset
         p.log.close()
 
     asyncio.run(scenario())
