@@ -126,10 +126,10 @@ def _writable(ctx: KafkaContext, tenant: str | None, name: str, partitions: list
 async def add_partitions_to_txn(ctx: KafkaContext, header: RequestHeader, request: dict) -> dict:
     """All or nothing, as Kafka answers: a partition that cannot join fails the request,
     and the others answer OPERATION_NOT_ATTEMPTED."""
-    wanted = [(t["name"] or "", list(t["partitions"])) for t in request["topics"]]
+    wanted = [(t["name"] or "", list(t["partitions"])) for t in request["v3_and_below_topics"]]
     errors: dict[tuple[str, int], int] = {}
     try:
-        tenant, qualified = qualified_id(ctx, request["transactional_id"])
+        tenant, qualified = qualified_id(ctx, request["v3_and_below_transactional_id"])
         for name, parts in wanted:
             error = _writable(ctx, tenant, name, parts)
             for p in parts:
@@ -138,17 +138,20 @@ async def add_partitions_to_txn(ctx: KafkaContext, header: RequestHeader, reques
             errors = {tp: (e if e else kerr.OPERATION_NOT_ATTEMPTED) for tp, e in errors.items()}
         else:
             await ctx.broker.transactions.add_partitions(
-                qualified, request["producer_id"], request["producer_epoch"], list(errors)
+                qualified,
+                request["v3_and_below_producer_id"],
+                request["v3_and_below_producer_epoch"],
+                list(errors),
             )
     except (SluiceError, TxnError) as e:
         failed = code(e)
         errors = {(n, p): failed for n, parts in wanted for p in parts}
     return {
         "throttle_time_ms": 0,
-        "results": [
+        "results_by_topic_v3_and_below": [
             {
                 "name": name,
-                "results": [
+                "results_by_partition": [
                     {"partition_index": p, "partition_error_code": errors.get((name, p), 0)}
                     for p in parts
                 ],
