@@ -4,7 +4,9 @@
 A cursor is a signed, opaque position over all of a topic's partitions
 (``protocol/cursor.py``); each read returns records and the next cursor, and any broker can
 serve it: partitions led elsewhere are read from their leaders with the caller's key. The
-broker keeps nothing per cursor.
+broker keeps nothing per cursor. A read with ``isolation=read_committed`` stops at each
+partition's last stable offset and leaves aborted transactions' records out (the cursor
+itself does not remember the isolation: each read says it).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from brokernodes.server.http.log_offsets import cluster_token, log_offsets
 from brokernodes.server.http.util import auth_header, json_response
 from brokernodes.server.protocol import cursor as cursors
 from brokernodes.server.protocol.forwarding import error_from
+from brokernodes.server.protocol.isolation import aborted_skip, read_committed_param
 from brokernodes.server.protocol.json_records import render_batches
 from brokernodes.server.protocol.log_offsets import Query
 from brokernodes.server.protocol.params import choice_param, int_param
@@ -65,16 +68,30 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         return json_response({"cursor": cursors.encode(c, cluster_token(broker))})
 
     async def read_partition(
-        topic: str, partition: int, offset: int, limit: int, fmt: str, auth: str | None
+        topic: str,
+        partition: int,
+        offset: int,
+        limit: int,
+        fmt: str,
+        auth: str | None,
+        read_committed: bool = False,
     ) -> tuple[list, int]:
         info = broker.image.partition(topic, partition)
         if info.leader == broker.image.broker_id:
-            data = await broker.replicas.fetch(topic, partition, offset, max_bytes=1 << 20)
-            return render_batches(data.read_bytes(), offset, fmt, max_records=limit)
+            data = await broker.replicas.fetch(
+                topic, partition, offset, max_bytes=1 << 20, read_committed=read_committed
+            )
+            skip = None
+            if read_committed and data.slices:
+                part = broker.replicas.get_partition(topic, partition)
+                aborted = part.aborted_transactions(offset, part.last_stable_offset)
+                skip = aborted_skip((a[0], a[1], a[2]) for a in aborted)
+            return render_batches(data.read_bytes(), offset, fmt, max_records=limit, skip=skip)
         # read from the leader with the caller's key, over the forwarder's pooled connections
         path = (
             f"/sluice/v1/topics/{quote(topic, safe='')}/partitions/{partition}/records"
             f"?offset={offset}&max_records={limit}&format={fmt}"
+            + ("&isolation=read_committed" if read_committed else "")
         )
         fwd = forwarder(broker)
         status, _, data = await fwd.exchange(
@@ -107,6 +124,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             )
         limit = int_param(request.query, "max_records", 500, minimum=1, maximum=CURSOR_MAX_RECORDS)
         fmt = choice_param(request.query, "format", ("json", "text", "base64"), "json")
+        read_committed = read_committed_param(request.query)
         pos = dict(c.positions)
         for p in info.partitions:
             pos.setdefault(p.partition, 0)  # partitions added since: from their start
@@ -114,7 +132,9 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         for p in sorted(pos):
             if len(out) >= limit:
                 break
-            recs, nxt = await read_partition(c.topic, p, pos[p], limit - len(out), fmt, auth)
+            recs, nxt = await read_partition(
+                c.topic, p, pos[p], limit - len(out), fmt, auth, read_committed
+            )
             for r in recs:
                 r["partition"] = p
             out.extend(recs)

@@ -157,3 +157,13 @@ def test_sdk_consumer_read_committed(node, mode):
 def test_sdk_consumer_rejects_an_unknown_isolation_level(node):
     with pytest.raises(ValueError, match="isolation_level must be one of"):
         Consumer(node.url, API_KEY, isolation_level="serializable")
+
+
+def test_cursor_reads_take_the_isolation(node):
+    _, _, body = get(node, f"/sluice/v1/topics/{TOPIC}/cursor?from=earliest")
+    cursor = json.loads(body)["cursor"]
+    status, _, body = get(node, f"/sluice/v1/cursors/{cursor}?format=text&isolation=read_committed")
+    assert status == 200, body
+    assert json_values(body) == COMMITTED
+    _, _, body = get(node, f"/sluice/v1/cursors/{cursor}?format=text")
+    assert json_values(body) == EVERYTHING
