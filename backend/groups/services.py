@@ -93,5 +93,20 @@ def offsets_reset_undo(*, ctx: RequestContext, group_id: str, reset_id) -> dict:
 
 @transaction.atomic
 def group_delete(*, ctx: RequestContext, group_id: str) -> None:
-    broker_client.group_request(ctx.organisation.id, group_id, "DELETE")
-    audit_record(ctx=ctx, action="group.delete", object_type="group", object_id=group_id)
+    """Kafka's DeleteGroups: the coordinator refuses a group with members. The audit event
+    keeps the committed offsets the deletion removed (read just before it)."""
+    org_id = ctx.organisation.id
+    detail = broker_client.group_request(org_id, group_id, "GET")
+    broker_client.group_request(org_id, group_id, "DELETE")
+    committed = {
+        f"{r['topic']}/{r['partition']}": r["committed_offset"]
+        for r in detail.get("offsets", [])
+        if r.get("committed_offset") is not None
+    }
+    audit_record(
+        ctx=ctx,
+        action="group.delete",
+        object_type="group",
+        object_id=group_id,
+        before={"state": detail.get("state"), "committed_offsets": committed},
+    )
