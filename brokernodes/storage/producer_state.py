@@ -293,6 +293,8 @@ class ProducerStateManager:
     def last_stable_offset(self, high_watermark: int) -> int:
         """The LSO: the first unstable offset, or the high watermark if that is lower or
         there is none. read_committed reads stop here."""
+        if not self._ongoing and not self._unreplicated:
+            return high_watermark  # the common case: no transaction here at all
         self.on_high_watermark(high_watermark)
         first = self.first_unstable_offset
         return high_watermark if first is None else min(first, high_watermark)

@@ -133,7 +133,7 @@ class FetchPlan:
         for r in self.reads:
             if r.error != kerr.NONE or r.diverging is not None:
                 continue
-            r.data = r.tail = None
+            r.data = r.tail = r.aborted = None
             limit = max(0, min(r.max_bytes, remaining))
             p = r.partition
             committed = self.read_committed
@@ -188,7 +188,8 @@ class FetchPlan:
         if p is None:
             return
         r.last_stable_offset = lso = p.last_stable_offset
-        if self.read_committed:
+        has_data = r.tail is not None or (r.data is not None and r.data.size > 0)
+        if self.read_committed and has_data:
             r.aborted = [
                 {"producer_id": a.producer_id, "first_offset": a.first_offset}
                 for a in p.aborted_transactions(r.offset, lso)
