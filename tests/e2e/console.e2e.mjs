@@ -5,6 +5,7 @@
 //   REPORT_TOPIC and PEAK_RECORDS (report rows stored for that topic before the run),
 //   READER_USER/READER_PASSWORD (a read-only member of Demo, for the group run) and TOPIC.
 // Prints one line per step; exits non-zero on the first failure (with a screenshot).
+import { readFile } from "node:fs/promises";
 import { URL, callApi, expectVisible, none, openConsole } from "./harness.mjs";
 
 const GROUP = process.env.GROUP || "";
@@ -13,6 +14,17 @@ const { page, newPage, shot, step, finish } = await openConsole({ prefix: GROUP_
 const kib = (text) => /[1-9].* (KiB|MiB)\/s$/.test(text || "");
 const topic = `e2e-${Date.now().toString(36)}`;
 let keyPartition = 0;
+
+// the text of one column in every body row of a table
+const columnTexts = async (table, header) => {
+  const headers = (await table.getByRole("columnheader").allTextContents()).map((h) => h.trim());
+  const i = headers.indexOf(header);
+  if (i < 0) throw new Error(`no column ${header} in ${headers.join(", ")}`);
+  const rows = table.getByRole("row");
+  const out = [];
+  for (let r = 1; r < (await rows.count()); r++) out.push(((await rows.nth(r).getByRole("cell").nth(i).textContent()) || "").trim());
+  return out;
+};
 
 await step("sign-in page loads with a strict CSP", async () => {
   const resp = await page.goto(URL + "/");
@@ -105,7 +117,7 @@ await step("see it in the message browser (search by key)", async () => {
 
 await step("filter by a JSON path", async () => {
   await page.getByLabel("Key", { exact: true }).fill("");
-  await page.getByLabel("Partition").selectOption(String(keyPartition));
+  await page.getByLabel("Partition").selectOption("all"); // the filter runs on every partition
   await page.getByLabel("JSON path").fill("$.n");
   await page.getByLabel("equals").fill("2");
   await page.getByRole("button", { name: "Search" }).click();
@@ -118,28 +130,121 @@ await step("filter by a JSON path", async () => {
   await expectVisible(page.getByText("cannot read the JSON path", { exact: false }));
 });
 
-await step("live tail receives a new record", async () => {
+const produce = async (body) => {
+  const w = await callApi(page, "POST", `/api/v1/console/topics/${topic}/messages`, body);
+  if (w.status !== 200) throw new Error(`produce answered ${w.status}: ${JSON.stringify(w.doc)}`);
+  return w.doc;
+};
+const search = () => page.getByRole("button", { name: "Search" }).click();
+
+await step("messages: newest first across partitions, then one partition", async () => {
+  for (const [partition, value] of [[0, "across-older"], [1, "across-middle"], [0, "across-newest"]]) {
+    await produce({ value, partition });
+    await page.waitForTimeout(5); // distinct timestamps
+  }
+  await page.getByLabel("JSON path").fill("");
+  await page.getByLabel("Partition").selectOption("all");
+  await page.getByLabel("From").selectOption("latest");
+  await search();
+  const table = page.getByRole("table", { name: "Messages" });
+  await table.getByText("across-newest").waitFor();
+  const values = (await columnTexts(table, "Value")).slice(0, 3);
+  const partitions = (await columnTexts(table, "Partition")).slice(0, 3);
+  if (values.join() !== "across-newest,across-middle,across-older") throw new Error(`values ${values}`);
+  if (partitions.join() !== "0,1,0") throw new Error(`partitions ${partitions}`);
+  await expectVisible(page.getByTestId("browse-summary").filter({ hasText: "Newest first, merged by timestamp across partitions" }));
+  await shot("messages-all-partitions");
+  await page.getByLabel("Partition").selectOption("1");
+  await search();
+  await table.getByText("across-middle").waitFor();
+  await page.getByTestId("scan-progress").filter({ hasText: /records in partition 1 \(all of them\);/ }).waitFor();
+  const only = await columnTexts(table, "Partition");
+  if (!only.length || only.some((p) => p !== "1")) throw new Error(`partition filter shows ${only}`);
+  await none(table.getByText("across-newest"), "a record of partition 0");
+  await shot("messages-partition-filter");
+});
+
+await step("messages: a scan budget shows its progress and scans further", async () => {
+  for (let i = 0; i < 40; i++) await produce({ value: `bulk-${i}`, partition: i % 2 });
+  // the only record with $.hello is the oldest of its partition: 10 records a page find it late
+  await page.getByLabel("Partition").selectOption("all");
+  await page.getByLabel("JSON path").fill("$.hello");
+  await page.getByLabel("equals").fill(""); // any value
+  await page.getByLabel("Scan budget").fill("10");
+  await search();
+  const progress = page.getByTestId("scan-progress");
+  await progress.filter({ hasText: /Scanned 10 of \d+ records in partitions 0, 1; at most 10 per search/ }).waitFor();
+  await expectVisible(page.getByText("No match in the records scanned so far."));
+  await shot("messages-scan-budget");
+  const table = page.getByRole("table", { name: "Messages" });
+  let pages = 1;
+  while (!(await table.getByText("e2e-key").count())) {
+    if (++pages > 12) throw new Error(`not found after ${pages - 1} pages: ${await progress.textContent()}`);
+    const before = await progress.textContent();
+    await page.getByRole("button", { name: "Scan further" }).click();
+    await page.waitForFunction((b) => {
+      const el = document.querySelector('[data-testid="scan-progress"]');
+      return el && el.textContent !== b;
+    }, before);
+  }
+  const text = await progress.textContent();
+  const m = text.match(/Scanned (\d+) of (\d+)/);
+  if (!m || Number(m[1]) <= 10) throw new Error(`progress after ${pages} pages: ${text}`);
+  console.log(`     found after ${pages} pages: ${text}`);
+  await shot("messages-scan-further");
+});
+
+await step("messages: a long value is cut in the table and opens whole, with a download", async () => {
+  const long = "L".repeat(5000) + "END";
+  const made = await produce({ key: "long-value", value: long, partition: 1 });
+  await page.getByLabel("JSON path").fill("");
+  await page.getByLabel("Scan budget").fill("10000");
+  await search();
+  const table = page.getByRole("table", { name: "Messages" });
+  const row = table.getByRole("row").filter({ hasText: "long-value" });
+  await row.getByText("5,003 characters: open the row to see all").waitFor();
+  await row.click();
+  const value = page.getByTestId("message-value");
+  await value.waitFor();
+  const shown = await value.textContent();
+  if (shown !== long) throw new Error(`the open row shows ${shown.length} characters`);
+  const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download value" }).click()]);
+  const name = download.suggestedFilename();
+  if (name !== `partition-1-offset-${made.offset}.txt`) throw new Error(`downloaded as ${name}`);
+  const saved = await readFile(await download.path(), "utf8");
+  if (saved !== long) throw new Error(`the download holds ${saved.length} characters`);
+  await shot("messages-long-value");
+});
+
+await step("live tail receives new records from every partition", async () => {
   await page.getByRole("link", { name: "Live tail" }).click();
-  await page.getByLabel("Partition").selectOption(String(keyPartition));
+  if ((await page.getByLabel("Partition").inputValue()) !== "all") throw new Error("the tail does not start on every partition");
   await page.getByTestId("tail-status").filter({ hasText: "live" }).waitFor();
   // produce through the console API as the signed-in user (same origin, CSRF header)
-  const status = await page.evaluate(async (t) => {
-    const csrf = document.cookie.match(/csrftoken=([^;]+)/)[1];
-    const r = await fetch(`/api/v1/console/topics/${t}/messages`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
-      body: JSON.stringify({ key: "e2e-key", value: "live-tail-record" }),
-    });
-    return r.status;
-  }, topic);
-  if (status !== 200) throw new Error(`produce answered ${status}`);
-  await page.getByRole("table", { name: "Live records" }).getByText("live-tail-record").waitFor();
+  await produce({ key: "e2e-key", value: "live-tail-record" });
+  await produce({ value: "live-tail-other", partition: 1 - keyPartition });
+  const table = page.getByRole("table", { name: "Live records" });
+  await table.getByText("live-tail-record").waitFor();
+  await table.getByText("live-tail-other").waitFor();
+  const partitions = new Set(await columnTexts(table, "Partition"));
+  if (partitions.size !== 2) throw new Error(`tail shows partitions ${[...partitions]}`);
   await page.getByRole("button", { name: "Pause" }).click();
   await page.getByTestId("tail-status").filter({ hasText: "paused" }).waitFor();
   await page.getByRole("button", { name: "Resume" }).click();
   await page.getByTestId("tail-status").filter({ hasText: "live" }).waitFor();
   if (await page.getByText("The live tail stopped").count()) throw new Error("tail shows an error");
   await shot("live-tail");
+});
+
+await step("live tail follows one chosen partition", async () => {
+  await page.getByLabel("Partition").selectOption(String(keyPartition));
+  await page.getByTestId("tail-status").filter({ hasText: "live" }).waitFor();
+  await produce({ value: "tail-chosen-other", partition: 1 - keyPartition });
+  await produce({ key: "e2e-key", value: "tail-chosen-mine" });
+  const table = page.getByRole("table", { name: "Live records" });
+  await table.getByText("tail-chosen-mine").waitFor();
+  await none(table.getByText("tail-chosen-other"), "a record of the other partition");
+  await shot("live-tail-one-partition");
 });
 
 await step("overview shows live bytes in and out per second", async () => {
@@ -212,17 +317,6 @@ if (GROUP) {
 }
 
 if (!GROUP_ONLY) {
-// the text of one column in every body row of a table
-const columnTexts = async (table, header) => {
-  const headers = (await table.getByRole("columnheader").allTextContents()).map((h) => h.trim());
-  const i = headers.indexOf(header);
-  if (i < 0) throw new Error(`no column ${header} in ${headers.join(", ")}`);
-  const rows = table.getByRole("row");
-  const out = [];
-  for (let r = 1; r < (await rows.count()); r++) out.push(((await rows.nth(r).getByRole("cell").nth(i).textContent()) || "").trim());
-  return out;
-};
-
 await step("brokers page: version, uptime, disk, counts and settings from each broker", async () => {
   await page.getByRole("link", { name: "Brokers" }).click();
   const table = page.getByRole("table", { name: "Brokers" });
@@ -333,7 +427,11 @@ await step("ACLs, quotas and the audit log", async () => {
   await orgRow.getByText(/ (B|KiB|MiB|GiB) used/).first().waitFor();
   await shot("quotas");
   await page.getByRole("link", { name: "Audit log" }).click();
-  await page.getByRole("table", { name: "Audit events" }).getByText("topic.create").first().waitFor();
+  const events = page.getByRole("table", { name: "Audit events" });
+  // the newest first: the console's test messages of the steps above, each audited
+  await events.getByText("console.produce").first().waitFor();
+  await page.getByLabel("Action").fill("topic.create");
+  await events.getByText("topic.create").first().waitFor();
   await shot("audit");
 });
 

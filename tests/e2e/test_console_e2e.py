@@ -1,10 +1,11 @@
 """The console end to end in headless Chromium (playwright-core) against the stack
-``infra/run_local.py`` starts: sign in, create a topic, produce, find the message in the
-browser, a live tail receives a new record, live bytes in/out on the overview (and none in
-another organisation), reports drawn from stored rows, access pages, a consumer group's lag
-and an offset reset with preview and undo, then a read-only member: no edit actions, the API
-refuses a write, and their open live tail closes when they are removed. Every page's
-screenshot lands in test-artifacts/console/."""
+``infra/run_local.py`` starts: sign in, create a topic, produce, find messages in the
+browser (every partition newest first, one partition, a scan budget with its progress, a long
+value whole), a live tail on every partition and on one, live bytes in/out on the overview
+(and none in another organisation), reports drawn from stored rows, access pages, a consumer
+group's lag and an offset reset with preview and undo, then a read-only member: no edit
+actions, the API refuses a write, and their open live tail closes when they are removed. Every
+page's screenshot lands in test-artifacts/console/."""
 
 from __future__ import annotations
 
@@ -128,7 +129,11 @@ def test_console_pages_in_a_real_browser(stack, reports, reader):
         "create a topic",
         "produce a test message",
         "message browser",
-        "live tail receives a new record",
+        "messages: newest first across partitions, then one partition",
+        "messages: a scan budget shows its progress and scans further",
+        "messages: a long value is cut in the table and opens whole",
+        "live tail receives new records from every partition",
+        "live tail follows one chosen partition",
         "overview shows live bytes in and out per second",
         "reports page draws stored reports",
         "API key shown once",
@@ -141,6 +146,10 @@ def test_console_pages_in_a_real_browser(stack, reports, reader):
         "topics",
         "topic-detail",
         "messages",
+        "messages-all-partitions",
+        "messages-partition-filter",
+        "messages-scan-budget",
+        "messages-long-value",
         "live-tail",
         "overview-traffic",
         "organisation-switched-overview",

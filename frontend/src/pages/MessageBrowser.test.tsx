@@ -77,6 +77,13 @@ describe("MessageBrowser", () => {
     expect(screen.getByRole("button", { name: "Scan further" })).toBeTruthy();
   });
 
+  it("oldest first at the end of every partition: no match, and nothing more to scan", () => {
+    renderWith(page({ order: "oldest_first", records: [], cursor: "0:40,1:40,2:40", reached_end: true, scanned: 120 }));
+    expect(screen.getByText(/No messages match/)).toBeTruthy();
+    expect(screen.getByTestId("scan-progress").textContent).toContain("(all of them)");
+    expect(screen.queryByRole("button", { name: "Scan further" })).toBeNull();
+  });
+
   it("names a partition that could not be read", () => {
     const parts = page().partitions.map((p) => (p.partition === 1 ? { ...p, unavailable: "partition 1: no live leader" } : p));
     renderWith(page({ partitions: parts }));

@@ -67,7 +67,7 @@ export function MessageBrowser({ topic }: { topic: TopicDetail }) {
     setOpen(null);
     setLoaded(NOTHING);
     setCursor(undefined);
-    setParams({
+    const next: BrowseParams = {
       start,
       partition: key || partition === "all" ? undefined : Number(partition),
       offset: start === "offset" ? Number(offset) : undefined,
@@ -79,7 +79,10 @@ export function MessageBrowser({ topic }: { topic: TopicDetail }) {
       header_value: headerName && headerValue ? headerValue : undefined,
       json_path: jsonPath || undefined,
       json_value: jsonPath && jsonValue ? jsonValue : undefined,
-    });
+    };
+    // the same search again reads again: new records may have arrived
+    if (!cursor && JSON.stringify(next) === JSON.stringify(params)) void browse.refetch();
+    else setParams(next);
   }
 
   function more() {
@@ -201,12 +204,12 @@ function Results({
               </>
             )}
           </p>
-          <ScanProgress scanned={scanned} toScan={toScan} budget={data.scan_budget} partitions={data.partitions} done={data.cursor === null} />
+          <ScanProgress scanned={scanned} toScan={toScan} budget={data.scan_budget} partitions={data.partitions} done={data.reached_end} />
         </>
       )}
       {records.length === 0 && data && !data.unavailable ? (
         <p className="state empty">
-          {data.cursor ? "No match in the records scanned so far." : "No messages match. Try another partition, an earlier start, or fewer filters."}
+          {!data.reached_end ? "No match in the records scanned so far." : "No messages match. Try another partition, an earlier start, or fewer filters."}
         </p>
       ) : records.length > 0 ? (
         <table className="table" aria-label="Messages">
@@ -234,7 +237,7 @@ function Results({
           </tbody>
         </table>
       ) : null}
-      {data?.cursor && (
+      {data?.cursor && !data.reached_end && (
         <p className="actions">
           <button type="button" onClick={onMore}>
             {records.length === 0 ? "Scan further" : newest ? "Load older" : "Load newer"}
