@@ -419,7 +419,8 @@ class ProducerStateManager:
         only move ``map_end_offset``. A transactional data batch opens its producer's
         transaction if none is open. A control batch (transaction marker; ``commit`` says
         which, read from its record by the caller) sets the epoch and ends the open
-        transaction, which is returned (None when none was open here).
+        transaction, which is returned (None when none was open here); a control batch whose
+        record is not a marker the caller could read (``commit`` None) only sets the epoch.
         """
         if base_offset is None:
             base_offset = header.base_offset
@@ -432,15 +433,13 @@ class ProducerStateManager:
         if entry is None:
             entry = self._producers[producer_id] = ProducerStateEntry(producer_id)
         if header.is_control:
-            if commit is None:
-                raise ValueError(
-                    f"control batch at offset {base_offset}: update needs its marker type"
-                )
             entry.maybe_update_epoch(header.producer_epoch)
             entry.last_timestamp = header.max_timestamp
             entry.last_offset = max(entry.last_offset, last_offset)
             if coordinator_epoch >= 0:
                 entry.coordinator_epoch = coordinator_epoch
+            if commit is None:
+                return None
             entry.current_txn_first_offset = -1
             first = self._ongoing.pop(producer_id, -1)
             if first < 0:
@@ -470,7 +469,7 @@ class ProducerStateManager:
         self,
         headers: Iterable[BatchHeader],
         *,
-        marker_of: Callable[[BatchHeader], TxnMarker] | None = None,
+        marker_of: Callable[[BatchHeader], TxnMarker | None] | None = None,
     ) -> list[AbortedTxn]:
         """``update`` with every batch at or beyond ``map_end_offset`` (after a snapshot);
         ``marker_of`` reads a control batch's marker. Returns the aborted transactions
@@ -486,7 +485,7 @@ class ProducerStateManager:
         headers: Iterable[BatchHeader],
         *,
         log_start_offset: int = 0,
-        marker_of: Callable[[BatchHeader], TxnMarker] | None = None,
+        marker_of: Callable[[BatchHeader], TxnMarker | None] | None = None,
         high_watermark: int | None = None,
     ) -> list[AbortedTxn]:
         """Forget everything and replay the log's batch headers, read from the log start.
@@ -510,7 +509,7 @@ class ProducerStateManager:
     def _fold(
         self,
         header: BatchHeader,
-        marker_of: Callable[[BatchHeader], TxnMarker] | None,
+        marker_of: Callable[[BatchHeader], TxnMarker | None] | None,
         aborted: list[AbortedTxn],
     ) -> None:
         commit, coordinator_epoch = None, -1
@@ -520,7 +519,8 @@ class ProducerStateManager:
                     f"control batch at offset {header.base_offset}: replay needs marker_of"
                 )
             marker = marker_of(header)
-            commit, coordinator_epoch = marker.commit, marker.coordinator_epoch
+            if marker is not None:
+                commit, coordinator_epoch = marker.commit, marker.coordinator_epoch
         txn = self.update(header, commit=commit, coordinator_epoch=coordinator_epoch)
         if txn is not None and txn.aborted:
             aborted.append(self.aborted_entry(txn))

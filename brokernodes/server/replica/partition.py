@@ -60,6 +60,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from brokernodes.errors import (
+    CorruptRecordError,
     InvalidRecordError,
     KafkaStorageError,
     NotEnoughReplicasError,
@@ -254,8 +255,12 @@ class Partition:
                     current[0] = seg
                     yield from seg.iter_headers()
 
-            def marker_of(h: BatchHeader) -> TxnMarker:
-                return decode_txn_marker(current[0].read_bytes(h.position, h.size))
+            def marker_of(h: BatchHeader) -> TxnMarker | None:
+                try:
+                    return decode_txn_marker(current[0].read_bytes(h.position, h.size))
+                except CorruptRecordError as e:
+                    logger.warning("%s; it ends no transaction", e)
+                    return None
 
             aborted = state.rebuild(
                 headers(),
@@ -708,7 +713,14 @@ class Partition:
         base = info.first_offset if info is not None else None
         state = self.producer_state
         for h in headers:
-            commit = marker_is_commit(h, buf) if h.is_control and h.producer_id >= 0 else None
+            commit = None
+            if h.is_control and h.producer_id >= 0:
+                try:
+                    commit = marker_is_commit(h, buf)
+                except CorruptRecordError as e:  # in the log already: it ends nothing
+                    logger.warning(
+                        "%s-%d: %s; it ends no transaction", self.topic, self.partition, e
+                    )
             txn = state.update(h, base_offset=base, commit=commit)
             if txn is not None:
                 self._txn_ended(txn)

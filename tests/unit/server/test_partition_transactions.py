@@ -171,3 +171,25 @@ def test_a_marker_under_a_flush_policy_is_fsynced_before_it_is_answered(tmp_path
         p.log.close()
 
     asyncio.run(scenario())
+
+
+def test_a_control_batch_that_is_no_marker_ends_nothing_and_opens_fine(tmp_path):
+    async def scenario():
+        p = open_partition(tmp_path / "b1", 1, info(isr=(1,)))
+        await p.append_as_leader(txn(7, 0, "a"))  # 0
+        odd = encode_batch(
+            [Record(1, b"\x00\x00\x00\x02", b"")],  # control type 2: not a marker
+            producer_id=7,
+            producer_epoch=0,
+            is_transactional=True,
+            is_control=True,
+        )
+        p.log.append(bytearray(odd), leader_epoch=0)  # as if replicated: 1
+        p.log.close()
+        again = open_partition(tmp_path / "b1", 1, info(isr=(1,)))
+        assert again.producer_state.ongoing_transactions == {7: 0}
+        assert await again.write_txn_marker(7, 0, True, 0) == 2
+        assert again.last_stable_offset == 3
+        again.log.close()
+
+    asyncio.run(scenario())

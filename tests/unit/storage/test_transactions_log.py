@@ -85,8 +85,11 @@ def test_marker_without_an_open_transaction_ends_nothing():
     state = ProducerStateManager()
     assert state.update(marker(5, 0), commit=True) is None
     assert state.last_entry(5).producer_epoch == 0
-    with pytest.raises(ValueError, match="marker type"):
-        state.update(marker(5, 1))
+    # a control batch whose marker could not be read only moves the epoch
+    state.update(txn_batch(5, 0, 1, epoch=1))
+    assert state.update(marker(5, 2, epoch=2)) is None
+    assert state.ongoing_transactions == {5: 1}
+    assert state.last_entry(5).producer_epoch == 2
 
 
 def test_transactional_batches_follow_the_idempotence_rules():
