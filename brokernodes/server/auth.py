@@ -76,6 +76,31 @@ class _AuthCache:
     principals: dict[str, Principal] = {}
 
 
+class DecisionCache:
+    """Successful authorizations (principal, and the tenant the request runs as) by
+    (credentials, operation, resource type, resource name, client host), for one global
+    metadata image. Keys, ACLs and tenants are all in that image, so a new image (a revoked
+    key, an ACL change) empties the cache and the next request is decided afresh; refusals
+    are never kept. Bounded: emptied when full."""
+
+    MAX = 16384
+
+    def __init__(self) -> None:
+        self.image: object | None = None
+        self.decisions: dict[tuple, tuple[Principal, str | None]] = {}
+
+    def get(self, image: object, key: tuple) -> tuple[Principal, str | None] | None:
+        if self.image is not image:
+            self.image, self.decisions = image, {}
+            return None
+        return self.decisions.get(key)
+
+    def put(self, key: tuple, principal: Principal, tenant: str | None) -> None:
+        if len(self.decisions) >= self.MAX:
+            self.decisions = {}
+        self.decisions[key] = (principal, tenant)
+
+
 def authenticate(metadata: ClusterMetadata, header: str | None) -> Principal:
     """Check the bearer API key against the metadata's key hashes (constant-time); a header
     already checked against this very metadata image is answered from ``_AuthCache``."""

@@ -18,12 +18,17 @@ from dataclasses import dataclass
 from brokernodes.errors import SluiceError, UnknownTopicOrPartitionError
 from brokernodes.records.batch import Record, encode_batch
 from brokernodes.records.partitioner import StickyPartitioner, partition_for_key
-from brokernodes.server.auth import Principal, authorize
+from brokernodes.server.auth import DecisionCache, Principal, authorize, current_client_host
 from brokernodes.server.config import BrokerConfig
 from brokernodes.server.connections import ConnectionQuotas, current_connection
 from brokernodes.server.coordinator.group_coordinator import GroupCoordinator
 from brokernodes.server.key_use import KeyUseLog
-from brokernodes.server.metadata.cluster import ClusterMetadata, MetadataSource, TopicInfo
+from brokernodes.server.metadata.cluster import (
+    ClusterMetadata,
+    MetadataSource,
+    TopicInfo,
+    current_tenant,
+)
 from brokernodes.server.metrics import BrokerMetrics
 from brokernodes.server.operator import operator_principal
 from brokernodes.server.producer_ids import ProducerIdManager
@@ -54,6 +59,7 @@ class Broker:
     def __init__(self, config: BrokerConfig, metadata: MetadataSource) -> None:
         self.config = config
         self.metadata = metadata
+        self._decisions = DecisionCache()  # authorizations made against the current image
         self.replicas = ReplicaManager(config, metadata)
         self.metrics = BrokerMetrics()
         # per tenant/principal/topic usage, appended to __usage (docs/analytics.md)
@@ -132,15 +138,25 @@ class Broker:
     ) -> Principal:
         """The single authorization choke point (see ``auth.authorize``). ``count=False``
         checks without metering a request: for probes inside one request (which of these
-        topics may the caller see, which operations may it perform)."""
-        principal = operator_principal(
-            self.config.cluster_secret,
-            authorization,
-            operation,
-            resource_type,
-            resource_name,
-            self.metadata.global_image(),
-        ) or authorize(self.image, authorization, operation, resource_type, resource_name)
+        topics may the caller see, which operations may it perform). A decision already
+        made against the current global image is reused (``auth.DecisionCache``); the
+        connection quota, key use and usage metering run for every request all the same."""
+        image = self.metadata.global_image()
+        key = (authorization, operation, resource_type, resource_name, current_client_host.get())
+        decided = self._decisions.get(image, key)
+        if decided is not None:
+            principal, tenant = decided
+            current_tenant.set(tenant)
+        else:
+            principal = operator_principal(
+                self.config.cluster_secret,
+                authorization,
+                operation,
+                resource_type,
+                resource_name,
+                image,
+            ) or authorize(self.image, authorization, operation, resource_type, resource_name)
+            self._decisions.put(key, principal, current_tenant.get())
         self.connection_quotas.admit(current_connection.get(), principal)
         self.key_use.note(principal.key_id)
         if count:
