@@ -41,6 +41,11 @@ def frame_size(prefix: bytes) -> int:
     return size
 
 
+# supported (api_key, version) -> whether it is flexible, filled as requests arrive (only
+# supported pairs: at most the API table's size)
+_FLEXIBLE: dict[tuple[int, int], bool] = {}
+
+
 def parse_request_header(frame) -> RequestHeader:
     """The header of one request frame (the bytes after the size prefix). An unknown API or
     an unsupported version is reported in ``supported``, not raised: the caller decides how
@@ -48,9 +53,14 @@ def parse_request_header(frame) -> RequestHeader:
     if len(frame) < _HEAD.size:
         raise ProtocolError("a request shorter than its header")
     api_key, version, correlation_id = _HEAD.unpack_from(frame, 0)
-    api = apis.apis().get(api_key)
-    supported = api is not None and api.supports(version)
-    flexible = supported and api.flexible(version)  # type: ignore[union-attr]
+    flexible = _FLEXIBLE.get((api_key, version))
+    supported = flexible is not None
+    if not supported:
+        api = apis.apis().get(api_key)
+        supported = api is not None and api.supports(version)
+        flexible = supported and api.flexible(version)  # type: ignore[union-attr]
+        if supported:
+            _FLEXIBLE[api_key, version] = flexible
     client_id, pos = read_string(frame, _HEAD.size, False)
     if flexible:
         pos = skip_tags(frame, pos)
