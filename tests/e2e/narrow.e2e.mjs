@@ -9,7 +9,21 @@ import { expectVisible, openConsole } from "./harness.mjs";
 const WIDTH = 390;
 const TOPIC = process.env.NARROW_TOPIC;
 const GROUP = process.env.NARROW_GROUP;
-const { page, shot, step, signIn, finish } = await openConsole({ viewport: { width: WIDTH, height: 844 }, prefix: "narrow-" });
+const DESKTOP = { width: 1366, height: 800 };
+const PAGES = [
+  ["Overview", "Overview", "overview"], ["Topics", "Topics", "topics"], ["Consumer groups", "Consumer groups", "groups"],
+  ["Brokers", "Brokers", "brokers"], ["Reports", "Reports", "reports"], ["Service accounts", "Service accounts", "service-accounts"],
+  ["API keys", "API keys", "api-keys"], ["ACLs", "ACLs", "acls"], ["Quotas", "Quotas", "quotas"], ["Audit log", "Audit log", "audit"],
+];
+const TOPIC_TABS = (p) => [
+  ["Configs", () => p.getByText("retention.ms").first()],
+  ["Messages", () => p.getByRole("form", { name: "Find messages" })],
+  ["Live tail", () => p.getByTestId("tail-status")],
+  ["Produce", () => p.getByRole("button", { name: "Produce" })],
+  ["Consumers", () => p.getByRole("table", { name: "Consuming groups" }).getByText(GROUP)],
+  ["Throughput", () => p.getByRole("heading", { name: "Live messages/s" })],
+];
+const { page, newPage, shot, step, signIn, finish } = await openConsole({ viewport: { width: WIDTH, height: 844 }, prefix: "narrow-" });
 
 const menu = () => page.getByRole("button", { name: "Menu" });
 const nav = () => page.getByRole("navigation", { name: "Main" });
@@ -26,8 +40,8 @@ async function collapsed() {
  * that stick out past the viewport (outside a table, which may scroll on its own, or placed
  * absolutely, which a table does not clip unless it is their containing block).
  */
-async function fits(what) {
-  const m = await page.evaluate((width) => {
+async function fits(what, p = page, width = WIDTH) {
+  const m = await p.evaluate((width) => {
     const doc = document.documentElement;
     const main = document.querySelector("main.content");
     // placed absolutely against something outside the table: the table's scrolling does not clip it
@@ -37,8 +51,8 @@ async function fits(what) {
       .slice(0, 5)
       .map((el) => `${el.tagName.toLowerCase()}.${el.className} (right ${Math.round(el.getBoundingClientRect().right)})`);
     return { doc: doc.scrollWidth, main: main ? main.scrollWidth - main.clientWidth : 0, wide };
-  }, WIDTH);
-  if (m.doc > WIDTH || m.main > 0 || m.wide.length) {
+  }, width);
+  if (m.doc > width || m.main > 0 || m.wide.length) {
     throw new Error(`${what}: document ${m.doc} px wide, content overflows by ${m.main} px; sticking out: ${m.wide.join(", ")}`);
   }
 }
@@ -99,14 +113,7 @@ await step("a topic's tabs all fit", async () => {
   await fits("topic partitions");
   await shot("topic-partitions");
   const tabs = page.getByRole("navigation", { name: "Topic" });
-  for (const [tab, ready] of [
-    ["Configs", () => page.getByText("retention.ms").first()],
-    ["Messages", () => page.getByRole("form", { name: "Find messages" })],
-    ["Live tail", () => page.getByTestId("tail-status")],
-    ["Produce", () => page.getByRole("button", { name: "Produce" })],
-    ["Consumers", () => page.getByRole("table", { name: "Consuming groups" }).getByText(GROUP)],
-    ["Throughput", () => page.getByRole("heading", { name: "Live messages/s" })],
-  ]) {
+  for (const [tab, ready] of TOPIC_TABS(page)) {
     await tabs.getByRole("link", { name: tab, exact: true }).click();
     await expectVisible(ready());
     await page.waitForTimeout(tab === "Throughput" ? 3500 : 600);
@@ -147,10 +154,53 @@ await step("brokers: the wide table scrolls sideways on its own", async () => {
   await shot("brokers-scrolled");
 });
 
-await step("reports", () => visit("Reports", "Reports", "reports"));
-for (const [link, name] of [["Service accounts", "service-accounts"], ["API keys", "api-keys"], ["ACLs", "acls"], ["Quotas", "quotas"], ["Audit log", "audit"]]) {
-  await step(link.toLowerCase(), () => visit(link, link, name));
-}
+for (const [link, heading, name] of PAGES.slice(4)) await step(link.toLowerCase(), () => visit(link, heading, name));
 await step("back to the overview from the menu", () => visit("Overview", "Overview", "overview-again"));
+
+// The same pages on a laptop screen: the sidebar shows, no Menu button, nothing overflows.
+const desk = await newPage(DESKTOP);
+
+await step("at 1366 px the sidebar shows and every page fits beside it", async () => {
+  await signIn(desk);
+  await expectVisible(desk.getByRole("navigation", { name: "Main" }));
+  if (await desk.getByRole("button", { name: "Menu" }).isVisible()) throw new Error("Menu button shown at 1366 px");
+  for (const [link, heading, name] of PAGES) {
+    await desk.getByRole("navigation", { name: "Main" }).getByRole("link", { name: link, exact: true }).click();
+    await expectVisible(desk.getByRole("heading", { level: 1, name: heading, exact: true }));
+    await desk.waitForTimeout(600);
+    await fits(`${name} at 1366 px`, desk, DESKTOP.width);
+    await shot(`wide-${name}`, desk);
+  }
+  await desk.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Topics", exact: true }).click();
+  await desk.getByRole("link", { name: TOPIC, exact: true }).click();
+  for (const [tab, ready] of TOPIC_TABS(desk)) {
+    await desk.getByRole("navigation", { name: "Topic" }).getByRole("link", { name: tab, exact: true }).click();
+    await expectVisible(ready());
+    await desk.waitForTimeout(600);
+    await fits(`topic ${tab} at 1366 px`, desk, DESKTOP.width);
+  }
+});
+
+// headers may take two lines; a broker's row may not (the Disk column used to wrap)
+await step("at 1366 px no data cell of the Brokers table wraps", async () => {
+  await desk.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Brokers", exact: true }).click();
+  const table = desk.getByRole("table", { name: "Brokers" });
+  await table.getByText("up", { exact: true }).first().waitFor();
+  // a cell wraps when its text is taller than the same text kept on one line
+  const wrapped = await table.evaluate((t) => [...t.querySelectorAll("td")].filter((cell) => {
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    const before = range.getBoundingClientRect().height;
+    const saved = cell.style.whiteSpace;
+    cell.style.whiteSpace = "nowrap";
+    const after = range.getBoundingClientRect().height;
+    cell.style.whiteSpace = saved;
+    return before > after + 2;
+  }).map((cell) => `"${cell.textContent}"`));
+  const box = await table.evaluate((t) => ({ table: t.getBoundingClientRect().right, main: document.querySelector("main.content").getBoundingClientRect().right }));
+  if (box.table > box.main) throw new Error(`Brokers table ends at ${box.table} px, past the content (${box.main} px)`);
+  if (wrapped.length) throw new Error(`wrapped at 1366 px: ${wrapped.join("; ")}`);
+  await shot("wide-brokers-table", desk);
+});
 
 await finish();

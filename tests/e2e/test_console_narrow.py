@@ -1,7 +1,9 @@
 """The console at phone width (issue 24, item 8): at 390 px the navigation collapses behind a
 Menu button and every page fits the viewport, wide tables scrolling inside their own box.
-Its own topic (a record with a long value) and consumer group, so the topic's tabs and a
-group's page have content; the script (narrow.e2e.mjs) screenshots each page."""
+Then the same pages at 1366 px: the sidebar shows, nothing overflows, and no broker's row in
+the Brokers table wraps. Its own topic (a record with a long value) and consumer group, so the
+topic's tabs and a group's page have content; the script (narrow.e2e.mjs) screenshots each
+page."""
 
 from __future__ import annotations
 
@@ -79,6 +81,8 @@ def test_every_page_fits_a_phone_screen(stack: Stack) -> None:
         "a topic's tabs all fit",
         "brokers: the wide table scrolls sideways on its own",
         "audit log",
+        "at 1366 px the sidebar shows and every page fits beside it",
+        "at 1366 px no data cell of the Brokers table wraps",
     ):
         assert re.search(rf"^ok +{re.escape(step)} \(", out, re.M), step
     shots = {p.name for p in ARTIFACTS.glob("narrow-*.png")}

@@ -93,6 +93,15 @@ describe("Brokers page", () => {
     expect(within(dirs).getAllByText("not measured")).toHaveLength(2);
   });
 
+  it("keeps a broker's row short enough for one line at 1366 px: address without http://, heartbeat as an age", () => {
+    const b = broker(1, null, { last_heartbeat_at: new Date(Date.now() - 90_000).toISOString() });
+    renderWith([b, broker(2, null, { url: "https://broker-2.example:8443" })]);
+    expect(column("Address")).toEqual(["127.0.0.1:9001", "https://broker-2.example:8443"]);
+    expect(column("Last heartbeat")[0]).toMatch(/^1\.5 min ago$/);
+    const cell = within(screen.getByRole("table", { name: "Brokers" })).getByText(/min ago/);
+    expect(cell.title).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+  });
+
   it("tells people how to start a broker when none registered", () => {
     renderWith([]);
     expect(screen.getByText(/No broker has registered yet/)).toBeTruthy();

@@ -21,14 +21,25 @@ function disk(info: Info): string {
   return `${formatBytes(logs)} in logs, ${free == null ? "free not measured" : `${formatBytes(free)} free`}`;
 }
 
+/** The address without the scheme, when it is plain http (the full URL is the cell's title). */
+function address(url: string): string {
+  return url.replace(/^http:\/\//, "");
+}
+
+/** How long ago, "as of" this render (the list polls every few seconds). */
+function ago(at: string): string {
+  return `${formatDuration(Math.max(0, Date.now() - Date.parse(at)))} ago`;
+}
+
+// one line per broker at 1366 px: data cells do not wrap (.brokers in styles.css), headers may
 function BrokerTable({ brokers }: { brokers: Broker[] }) {
   return (
-    <table className="table" aria-label="Brokers">
+    <table className="table brokers" aria-label="Brokers">
         <thead>
           <tr>
             <th className="num">Id</th><th>Address</th><th>Kafka listener</th><th>Status</th><th>Version</th><th>Uptime</th>
             <th className="num">Partitions</th><th className="num">Leaders</th><th className="num">Under-replicated</th>
-            <th className="num">Leads (your partitions)</th><th>Disk</th><th>Last heartbeat</th>
+            <th className="num" title="How many of your organisation's partitions this broker leads">Leads (yours)</th><th>Disk</th><th>Last heartbeat</th>
           </tr>
         </thead>
         <tbody>
@@ -37,7 +48,7 @@ function BrokerTable({ brokers }: { brokers: Broker[] }) {
             return (
               <tr key={b.broker_id}>
                 <td className="num">{b.broker_id}</td>
-                <td><code>{b.url}</code></td>
+                <td title={b.url}><code>{address(b.url)}</code></td>
                 <td>{b.kafka ? <code>{b.kafka}</code> : <span className="muted">none</span>}</td>
                 <td><span className={`badge ${s.badge}`} title={b.info_error ?? undefined}>{s.text}</span></td>
                 <td>{b.info ? b.info.version : <span className="muted">{missing(b)}</span>}</td>
@@ -47,7 +58,7 @@ function BrokerTable({ brokers }: { brokers: Broker[] }) {
                 <td className="num">{b.under_replicated > 0 ? <span className="badge ERR">{b.under_replicated}</span> : 0}</td>
                 <td className="num">{b.leader_partitions}</td>
                 <td>{b.info ? disk(b.info) : <span className="muted">{missing(b)}</span>}</td>
-                <td>{formatTime(b.last_heartbeat_at)}</td>
+                <td title={formatTime(b.last_heartbeat_at)}>{ago(b.last_heartbeat_at)}</td>
               </tr>
             );
           })}
