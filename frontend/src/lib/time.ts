@@ -98,7 +98,8 @@ export function timeTicks(lo: number, hi: number, maxTicks = 6): number[] {
 }
 
 /** A numeric time axis over `times` (epoch ms): recharts XAxis props (`type="number"`,
- * `scale="time"`, the domain, real-time ticks, short labels) and the tooltip's full time. */
+ * a linear scale over epoch ms, so positions are proportional to time; the domain, real-time
+ * ticks, short labels) and the tooltip's full time. */
 export function timeScale(times: number[], opts: TimeFormatOptions & { maxTicks?: number } = {}) {
   const finite = times.filter((t) => Number.isFinite(t));
   const lo = finite.length ? Math.min(...finite) : 0;
@@ -107,7 +108,7 @@ export function timeScale(times: number[], opts: TimeFormatOptions & { maxTicks?
   return {
     xAxis: {
       type: "number" as const,
-      scale: "time" as const,
+      scale: "linear" as const,
       domain: [lo, hi] as [number, number],
       ticks: timeTicks(lo, hi, opts.maxTicks ?? 6),
       tickFormatter: (v: number) => fmt(v),
