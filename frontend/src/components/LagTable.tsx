@@ -1,3 +1,4 @@
+import { Link } from "react-router-dom";
 import type { GroupOffset } from "../api/hooks/groups";
 import { formatDuration, formatNumber } from "../lib/format";
 
@@ -23,7 +24,7 @@ export function LagTable({ offsets }: { offsets: GroupOffset[] }) {
       <tbody>
         {rows.map((o) => (
           <tr key={`${o.topic}/${o.partition}`} className={o.lag && o.lag > 0 ? "lagging" : undefined}>
-            <td>{o.topic}</td>
+            <td><Link to={`/topics/${encodeURIComponent(o.topic)}`}>{o.topic}</Link></td>
             <td>{o.partition}</td>
             <td className="num">{o.committed_offset === null ? "none" : formatNumber(o.committed_offset)}</td>
             <td className="num">{formatNumber(o.log_end_offset)}</td>
