@@ -13,6 +13,7 @@ marker's position, are dropped at an abort marker, and are pending when no marke
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 import time
 from typing import TYPE_CHECKING
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
     from brokernodes.server.replica.partition import Partition
 
+LOAD_WAIT_S = 10.0
 _CONTROL_KEY = struct.Struct(">hh")  # version, type (0 abort, 1 commit)
 KV = tuple[bytes, bytes | None]
 
@@ -135,9 +137,14 @@ class TxnOffsetRequests:
         coordinator_epoch: int,
     ) -> int:
         """Write a producer's marker to ``__consumer_offsets-<number>`` and apply it to the
-        pending offsets, under the shard's lock (no commit interleaves). Without a loaded
-        shard (leadership just moved) only the marker is written: the loader applies it."""
+        pending offsets, under the shard's lock (no commit interleaves). A shard still loading
+        is waited for; without one (leadership just moved) only the marker is written and the
+        next loader applies it from the log."""
         shard = self.shards.get(number)
+        if shard is not None and not shard.loaded.is_set():
+            # loading: wait, so a marker appended after the loader read its end is applied
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(shard.loaded.wait(), LOAD_WAIT_S)
         if shard is None or not shard.loaded.is_set() or shard.failed:
             return await partition.write_txn_marker(
                 producer_id, producer_epoch, commit, coordinator_epoch
