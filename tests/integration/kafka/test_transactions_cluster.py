@@ -135,3 +135,46 @@ def test_the_coordinator_killed_mid_transaction_comes_back_and_commits(cluster):
 
 def victim_id(cluster: StaticCluster, broker) -> int:
     return next(b for b, proc in cluster.brokers.items() if proc is broker)
+
+
+def test_offsets_pending_across_a_group_coordinator_restart_commit_with_the_transaction(cluster):
+    """TxnOffsetCommit, then the group's coordinator is killed and restarted before EndTxn:
+    it reloads the offsets as pending from its log, and the commit marker makes them the
+    group's."""
+    tag = uuid.uuid4().hex[:6]
+    tid = f"x-gk-{tag}"
+    # a group coordinated by another broker than the transaction coordinator
+    group = next(
+        f"x-gk-group-{tag}-{i}"
+        for i in range(100)
+        if coordinator_of(f"x-gk-group-{tag}-{i}") != coordinator_of(tid)
+    )
+    victim = cluster.broker(coordinator_of(group))
+    outside = [i for i in range(N) if i + 1 != coordinator_of(group)]
+    consumer = Consumer(
+        confluent_config(
+            cluster.kafka_bootstrap, **{"group.id": group, "enable.auto.commit": False}
+        )
+    )
+    p = Producer(confluent_config(cluster.kafka_bootstrap, **{"transactional.id": tid}))
+    p.init_transactions(TIMEOUT_S)
+    p.begin_transaction()
+    p.produce("xo", f"{tag}-out".encode(), partition=outside[0])
+    positions = [TopicPartition("xi", i, 7) for i in range(N)]
+    p.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), TIMEOUT_S)
+    victim.restart(hard=True)
+    victim.wait_ready()
+    p.commit_transaction(TIMEOUT_S)
+    tps = [TopicPartition("xi", i) for i in range(N)]
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:  # the restarted coordinator answers once it has loaded
+        try:
+            got = {t.partition: t.offset for t in consumer.committed(tps, 10)}
+        except Exception:
+            got = None
+        if got == dict.fromkeys(range(N), 7) or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert got == dict.fromkeys(range(N), 7)
+    consumer.close()
+    assert committed_values(cluster, "xo", tag.encode(), 1) == [f"{tag}-out".encode()]
