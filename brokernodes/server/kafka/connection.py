@@ -255,8 +255,8 @@ class KafkaConnection:
             if files:
                 self.ctx.open_files = []
         try:
-            if type(body) is EncodedAnswer:  # the usual Produce answer, encoded already
-                await self._send([encoded_frame(header, body.body)])
+            if type(body) is EncodedAnswer:  # the usual Produce or Fetch answer, encoded
+                await self._send(encoded_frame(header, body.chunks, body.size))
             elif body is not None:
                 await self._send(encode_response(header, body))
         finally:

@@ -27,10 +27,12 @@ class FileRecords:
 
 @dataclass(slots=True)
 class EncodedAnswer:
-    """An answer body a handler encoded itself (the usual Produce answer): the connection
-    frames these bytes instead of running the generated encoder."""
+    """An answer body a handler encoded itself (the usual Produce and Fetch answers): the
+    connection frames these chunks (bytes, and ``FileRecords`` sent with sendfile) instead
+    of running the generated encoder."""
 
-    body: bytes
+    chunks: list
+    size: int  # the body's bytes, deferred records included
     throttle_time_ms: int
 
 

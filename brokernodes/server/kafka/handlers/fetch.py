@@ -30,15 +30,15 @@ from typing import TYPE_CHECKING
 
 from brokernodes.errors import OffsetOutOfRangeError, SluiceError
 from brokernodes.server.http.sendfile import close_slices, open_slices
-from brokernodes.server.kafka.context import FileRecords, Handler, KafkaContext
+from brokernodes.server.kafka.context import EncodedAnswer, FileRecords, Handler, KafkaContext
 from brokernodes.server.kafka.handlers.metadata import INTERNAL_TOPICS, leader_hint, topics_by_id
-from brokernodes.server.protocol.kafka import apis
+from brokernodes.server.protocol.kafka import apis, fetch_answer
 from brokernodes.server.protocol.kafka import errors as kerr
+from brokernodes.storage.log import FetchData
 
 if TYPE_CHECKING:
     from brokernodes.server.protocol.kafka.frames import RequestHeader
     from brokernodes.server.replica.partition import Partition
-    from brokernodes.storage.log import FetchData
 
 logger = logging.getLogger("sluice.kafka")
 
@@ -127,6 +127,7 @@ class FetchPlan:
     async def read_all(self) -> int:
         """Read every readable partition within the byte limits; the bytes read."""
         replicas = self.ctx.broker.replicas
+        failed_dir = replicas.log_dir_failed.is_set()
         remaining = self.max_bytes
         first = True
         total = 0
@@ -149,6 +150,19 @@ class FetchPlan:
                 first = False
                 remaining -= len(tail)
                 total += len(tail)
+                continue
+            if p is not None and limit and not failed_dir and _caught_up(p, r.offset, committed):
+                # the long poll's usual first pass: nothing readable yet, no segment lookup
+                log = p.log
+                r.data = FetchData(
+                    [],
+                    r.offset,
+                    log.high_watermark,
+                    log.log_start_offset,
+                    log.log_end_offset,
+                    next_offset=r.offset,
+                )
+                self._stable(r)
                 continue
             try:
                 data = await replicas.fetch(
@@ -252,6 +266,33 @@ def _lso(r: PartitionRead, high_watermark: int) -> int:
     """The LSO read with the data (the high watermark when none was read)."""
     lso = r.last_stable_offset
     return high_watermark if lso < 0 else min(lso, high_watermark)
+
+
+def _caught_up(p: Partition, offset: int, read_committed: bool) -> bool:
+    """Whether a consumer at ``offset`` has read everything readable (the HW, or for
+    read_committed the LSO) within the log's bounds, on a partition this broker still leads:
+    ``read`` would return nothing."""
+    if p.closed or not p.is_leader:
+        return False  # the read finds out what happened (moved, deleted) and answers it
+    log = p.log
+    end = p.last_stable_offset if read_committed else log.high_watermark
+    return offset == end and log.log_start_offset <= offset
+
+
+# the fields a partition's answer may have for the direct encoding (no diverging epoch,
+# leader hint or anything else)
+_PLAIN = frozenset(
+    {
+        "partition_index",
+        "error_code",
+        "high_watermark",
+        "last_stable_offset",
+        "log_start_offset",
+        "aborted_transactions",
+        "preferred_read_replica",
+        "records",
+    }
+)
 
 
 def partition_answer(r: PartitionRead, read_committed: bool) -> dict:
@@ -371,12 +412,45 @@ async def fetch(ctx: KafkaContext, header: RequestHeader, request: dict) -> dict
             close_slices(s.fd for s in f.slices)
         ctx.open_files.clear()
         raise
+    if version >= fetch_answer.FIRST_VERSION and not endpoints and len(responses) == 1:
+        direct = _direct_answer(version, responses[0], throttle)
+        if direct is not None:
+            return direct
     return {
         **answer,
         "throttle_time_ms": throttle,
         "responses": responses,
         "node_endpoints": endpoints,
     }
+
+
+def _direct_answer(version: int, entry: dict, throttle: int) -> EncodedAnswer | None:
+    """The usual answer (one partition, no error, nothing aborted, no hint) encoded
+    directly (``protocol.kafka.fetch_answer``); None for anything else."""
+    parts = entry["partitions"]
+    if len(parts) != 1:
+        return None
+    a = parts[0]
+    if (
+        a["error_code"] != kerr.NONE
+        or a["aborted_transactions"]
+        or a["preferred_read_replica"] != -1
+        or not a.keys() <= _PLAIN  # a diverging epoch or a leader hint is another key
+    ):
+        return None
+    chunks, size = fetch_answer.encode_single_answer(
+        version,
+        entry.get("topic"),
+        entry.get("topic_id"),
+        a["partition_index"],
+        a["high_watermark"],
+        a["last_stable_offset"],
+        a["log_start_offset"],
+        a["aborted_transactions"] is None,
+        a["records"],
+        throttle,
+    )
+    return EncodedAnswer(chunks, size, throttle)
 
 
 def topic_answers(

@@ -60,7 +60,7 @@ async def produce(
         answer["log_start_offset"],
         throttle,
     )
-    return EncodedAnswer(body, throttle)
+    return EncodedAnswer([body], len(body), throttle)
 
 
 def _dict_answer(

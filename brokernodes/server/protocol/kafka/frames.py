@@ -80,15 +80,16 @@ def response_frame(header: RequestHeader, body: Out) -> list:
     return chunks
 
 
-def encoded_frame(header: RequestHeader, body: bytes) -> bytes:
-    """A response whose body is already encoded, framed (one chunk)."""
+def encoded_frame(header: RequestHeader, chunks: list, size: int) -> list:
+    """A response whose body is already encoded (``chunks`` of ``size`` bytes in all, the
+    first one bytes), framed."""
     flexible = header.flexible and header.api_key != apis.API_VERSIONS
     head = (
-        _HEAD_V1.pack(len(body) + 5, header.correlation_id, 0)
+        _HEAD_V1.pack(size + 5, header.correlation_id, 0)
         if flexible
-        else (_HEAD_V0.pack(len(body) + 4, header.correlation_id))
+        else (_HEAD_V0.pack(size + 4, header.correlation_id))
     )
-    return head + body
+    return [head + chunks[0], *chunks[1:]] if len(chunks) > 1 else [head + chunks[0]]
 
 
 def encode_response(header: RequestHeader, body: dict) -> list:
