@@ -14,7 +14,10 @@ besides Confluent's fields; ``format`` is ``binary`` (base64, the default), ``js
 consumed record and commits the next one; with no body it commits everything the instance
 returned. Between reads a background pass applies rebalances (revocations commit first with
 auto-commit), so an idle instance does not hold up its group. Instances idle for
-``consumer.instance.timeout.ms`` (default 5 minutes) are closed. Each tenant may hold its
+``consumer.instance.timeout.ms`` (default 5 minutes) are closed. ``isolation.level``
+(``read_uncommitted``, the default, or ``read_committed``) is Kafka's: a read_committed
+instance reads below the last stable offset and never returns an aborted transaction's
+records (docs/transactions.md). Each tenant may hold its
 own number of instances on a broker (its ``consumer_instances`` quota, else the broker's
 per-tenant default), under the broker's total (``tenant_caps``): one tenant's instances
 never lock another out.
@@ -39,6 +42,7 @@ import orjson
 from aiohttp import web
 
 from brokernodes.client import AsyncConsumer, AsyncGroupConsumer
+from brokernodes.client.consumer import ISOLATION_LEVELS
 from brokernodes.errors import InvalidRequestError, SluiceError
 from brokernodes.proxy.instance_routing import InstanceRouter, instance_name
 from brokernodes.server.http.body import read_body
@@ -82,6 +86,7 @@ class Instance:
     auto_commit: bool
     auto_offset_reset: str
     api_key: str = field(repr=False)
+    isolation_level: str = "read_uncommitted"
     principal: str = ""
     timeout_ms: int = DEFAULT_INSTANCE_TIMEOUT_MS
     group_consumer: AsyncGroupConsumer | None = None
@@ -222,6 +227,12 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         if reset not in ("earliest", "latest", "none"):
             raise InvalidRequestError("body.auto.offset.reset: earliest, latest or none")
         auto_commit = str(doc.get("auto.commit.enable", "true")).lower() == "true"
+        isolation = doc.get("isolation.level", "read_uncommitted")
+        if isolation not in ISOLATION_LEVELS:
+            raise InvalidRequestError(
+                f"body.isolation.level: read_uncommitted or read_committed, "
+                f"not {str(isolation)[:40]!r}"
+            )
         key = (principal.tenant, group, name)
         if key in instances:
             raise ConsumerInstanceExistsError(
@@ -240,6 +251,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             reset,
             token,
             principal=principal.name,
+            isolation_level=isolation,
         )
         base = (config.advertised_url or f"http://{config.host}:{config.port}").rstrip("/")
         return v2(
@@ -282,6 +294,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
                     group_id=inst.group,
                     topics=topics,
                     auto_offset_reset=inst.auto_offset_reset,
+                    isolation_level=inst.isolation_level,
                     enable_auto_commit=inst.auto_commit,
                     client_id=f"rest-proxy/{inst.name}",
                     heartbeat_interval_ms=1000,
@@ -319,6 +332,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
                     self_url(),
                     inst.api_key,
                     auto_offset_reset=inst.auto_offset_reset,
+                    isolation_level=inst.isolation_level,
                     fetch_max_wait_ms=200,
                 )
                 await inst.assigned.start()
