@@ -223,6 +223,11 @@ class ConsumeStream:
                         "records": rendered,
                         "next_offset": next_offset,
                         "high_watermark": high_watermark,
+                        **(
+                            {"last_stable_offset": p.last_stable_offset}
+                            if params.read_committed
+                            else {}
+                        ),
                         "batch_bytes": size,
                         **({"throttle_time_ms": throttle} if throttle else {}),
                     }

@@ -108,7 +108,9 @@ def ws_consume(node: LoopBroker, fmt: str, want: int) -> list:
                 while len(got) < want:
                     msg = await ws.receive(timeout=TIMEOUT_S)
                     if msg.type == aiohttp.WSMsgType.TEXT:
-                        got += [r["value"] for r in json.loads(msg.data)["records"]]
+                        frame = json.loads(msg.data)
+                        assert frame["last_stable_offset"] == 8
+                        got += [r["value"] for r in frame["records"]]
                     elif msg.type == aiohttp.WSMsgType.BINARY:
                         got += [
                             r.value.decode()
