@@ -41,7 +41,9 @@ class AclListApi(AdminAPIView):
         # Plain strings: brokernodes.security.acl validates them and names the bad fields.
         principal = serializers.CharField(max_length=200, help_text="e.g. User:my-service")
         host = serializers.CharField(max_length=64, required=False, default="*")
-        resource_type = serializers.CharField(max_length=16, help_text="TOPIC, GROUP, CLUSTER")
+        resource_type = serializers.CharField(
+            max_length=16, help_text="TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID"
+        )
         resource_name = serializers.CharField(max_length=255)
         pattern_type = serializers.CharField(
             max_length=16, required=False, default="LITERAL", help_text="LITERAL or PREFIXED"

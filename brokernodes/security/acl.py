@@ -85,6 +85,7 @@ class ResourceType(_Named):
     TOPIC = "TOPIC"
     GROUP = "GROUP"
     CLUSTER = "CLUSTER"
+    TRANSACTIONAL_ID = "TRANSACTIONAL_ID"
 
 
 class PatternType(_Named):
@@ -132,6 +133,7 @@ SUPPORTED_OPERATIONS: Mapping[ResourceType, frozenset[Operation]] = {
         {_O.CREATE, _O.ALTER, _O.DESCRIBE, _O.CLUSTER_ACTION, _O.IDEMPOTENT_WRITE}
         | {_O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS, _O.ALL}
     ),
+    ResourceType.TRANSACTIONAL_ID: frozenset({_O.WRITE, _O.DESCRIBE, _O.ALL}),
 }
 """Which operations mean something on each resource type (WRITE on a GROUP does not)."""
 
@@ -145,6 +147,7 @@ AUTHORIZATION_ERROR_CODES: Mapping[ResourceType, str] = {
     ResourceType.TOPIC: "TOPIC_AUTHORIZATION_FAILED",
     ResourceType.GROUP: "GROUP_AUTHORIZATION_FAILED",
     ResourceType.CLUSTER: "CLUSTER_AUTHORIZATION_FAILED",
+    ResourceType.TRANSACTIONAL_ID: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
 }
 """Kafka's error code for a denied request on each resource type."""
 

@@ -172,9 +172,13 @@ def authorize(
         return principal
     decision = authorizer.authorize(principal.name, host, op, rtype, resource_name)
     if not decision:
-        error = GroupAuthorizationFailedError if rtype == "GROUP" else TopicAuthorizationFailedError
+        error = {
+            "GROUP": GroupAuthorizationFailedError,
+            "TRANSACTIONAL_ID": TransactionalIdAuthorizationFailedError,
+        }.get(rtype, TopicAuthorizationFailedError)
         raise error(
-            f"{principal.name} may not {op} {rtype.lower()} {resource_name!r}: {decision.reason}; "
+            f"{principal.name} may not {op} {rtype.lower().replace('_', ' ')} {resource_name!r}: "
+            f"{decision.reason}; "
             "an admin of your organisation can change the ACLs"
         )
     return principal
@@ -190,3 +194,7 @@ class ClusterAuthorizationFailedError(TopicAuthorizationFailedError):
 
 class GroupAuthorizationFailedError(TopicAuthorizationFailedError):
     error_code = "GROUP_AUTHORIZATION_FAILED"
+
+
+class TransactionalIdAuthorizationFailedError(TopicAuthorizationFailedError):
+    error_code = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"

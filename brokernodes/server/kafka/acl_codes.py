@@ -3,8 +3,8 @@ DescribeAcls, CreateAcls and DeleteAcls. Pure: no I/O.
 
 Kafka numbers resource types, pattern types, operations and permissions (``ResourceType``,
 ``PatternType``, ``AclOperation``, ``AclPermissionType`` in its clients); Sluice stores their
-names. Sluice knows the TOPIC, GROUP and CLUSTER resources: a binding of another type
-(TRANSACTIONAL_ID, DELEGATION_TOKEN, USER) cannot be created, and filters for them match
+names. Sluice knows the TOPIC, GROUP, CLUSTER and TRANSACTIONAL_ID resources: a binding of
+another type (DELEGATION_TOKEN, USER) cannot be created, and filters for them match
 nothing. Principals are Kafka's ``User:<name>``, the name being the service account's.
 """
 
@@ -19,9 +19,8 @@ from brokernodes.security.acl import AclBinding, AclBindingFilter
 UNKNOWN = 0
 ANY = 1
 
-RESOURCE_TYPES: Mapping[int, str] = {2: "TOPIC", 3: "GROUP", 4: "CLUSTER"}
+RESOURCE_TYPES: Mapping[int, str] = {2: "TOPIC", 3: "GROUP", 4: "CLUSTER", 5: "TRANSACTIONAL_ID"}
 UNSUPPORTED_RESOURCE_TYPES: Mapping[int, str] = {
-    5: "TRANSACTIONAL_ID",
     6: "DELEGATION_TOKEN",
     7: "USER",
 }

@@ -44,6 +44,7 @@ ROLE_GRANTS: Mapping[str, tuple[tuple[str, str, str], ...]] = {
     "member": (
         ("TOPIC", "*", "ALL"),
         ("GROUP", "*", "ALL"),
+        ("TRANSACTIONAL_ID", "*", "ALL"),
         ("CLUSTER", "kafka-cluster", "IDEMPOTENT_WRITE"),
         ("CLUSTER", "kafka-cluster", "DESCRIBE"),
     ),

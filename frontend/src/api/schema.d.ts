@@ -856,7 +856,7 @@ export interface components {
             principal: string;
             /** @default * */
             host: string;
-            /** @description TOPIC, GROUP, CLUSTER */
+            /** @description TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID */
             resource_type: string;
             resource_name: string;
             /**
@@ -1696,9 +1696,10 @@ export interface components {
          * @description * `TOPIC` - TOPIC
          *     * `GROUP` - GROUP
          *     * `CLUSTER` - CLUSTER
+         *     * `TRANSACTIONAL_ID` - TRANSACTIONAL_ID
          * @enum {string}
          */
-        ResourceTypeEnum: "TOPIC" | "GROUP" | "CLUSTER";
+        ResourceTypeEnum: "TOPIC" | "GROUP" | "CLUSTER" | "TRANSACTIONAL_ID";
         RetentionReport: {
             rows: components["schemas"]["RetentionReportRow"][];
             /**
@@ -2015,8 +2016,9 @@ export interface operations {
                  * @description * `TOPIC` - TOPIC
                  *     * `GROUP` - GROUP
                  *     * `CLUSTER` - CLUSTER
+                 *     * `TRANSACTIONAL_ID` - TRANSACTIONAL_ID
                  */
-                resource_type?: "TOPIC" | "GROUP" | "CLUSTER";
+                resource_type?: "TOPIC" | "GROUP" | "CLUSTER" | "TRANSACTIONAL_ID";
             };
             header?: never;
             path?: never;

@@ -69,7 +69,7 @@ def test_a_creation_becomes_the_control_planes_binding():
 @pytest.mark.parametrize(
     ("over", "words"),
     [
-        ({"resource_type": 5}, "TRANSACTIONAL_ID"),
+        ({"resource_type": 6}, "DELEGATION_TOKEN"),
         ({"resource_type": 1}, "resource type"),
         ({"resource_pattern_type": 2}, "pattern type"),  # MATCH is for filters
         ({"operation": 1}, "operation"),

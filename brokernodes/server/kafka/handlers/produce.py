@@ -172,7 +172,8 @@ async def produce(ctx: KafkaContext, header: RequestHeader, request: dict) -> di
     txn_code, txn_message = kerr.NONE, None
     if transactional:
         try:
-            qualified_txn = transactions.qualified_id(ctx, request["transactional_id"])[1]
+            qualified = transactions.qualified_id(ctx, request["transactional_id"], count=False)
+            qualified_txn = qualified[1]
         except SluiceError as e:
             txn_code, txn_message = transactions.code(e), e.message
     principal: Principal | None = None

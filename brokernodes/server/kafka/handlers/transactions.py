@@ -6,10 +6,11 @@ ListTransactions.
 The work is the transaction coordinator's (``server/transactions/coordinator.py``) and, for
 TxnOffsetCommit, the group coordinator's. As for groups, the caller's key decides the tenant
 and a transactional id is qualified within it (``<tenant>/<id>``), so two tenants' producers
-of the same transactional.id are unrelated. Authorization: a transactional request needs an
-authenticated key of the tenant and WRITE on every topic it adds (TOPIC_AUTHORIZATION_FAILED
-per partition otherwise); offsets need READ on the group, as OffsetCommit does. Refusals
-are Kafka's codes.
+of the same transactional.id are unrelated. Authorization is Kafka's: WRITE on the
+TRANSACTIONAL_ID resource to use an id (DESCRIBE to find its coordinator or describe it;
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise), WRITE on every topic a transaction adds
+(TOPIC_AUTHORIZATION_FAILED per partition otherwise), READ on the group for its offsets, as
+OffsetCommit. Refusals are Kafka's codes.
 """
 
 from __future__ import annotations
@@ -43,14 +44,17 @@ def code(e: Exception) -> int:
     return kerr.kafka_code(e)
 
 
-def qualified_id(ctx: KafkaContext, transactional_id: str | None) -> tuple[str | None, str]:
-    """(tenant, qualified transactional id) of an authenticated caller."""
+def qualified_id(
+    ctx: KafkaContext, transactional_id: str | None, operation: str = "WRITE", *, count=True
+) -> tuple[str | None, str]:
+    """(tenant, qualified transactional id) once the caller may ``operation`` (WRITE to use
+    it, DESCRIBE to look at it) the TRANSACTIONAL_ID resource, as Kafka authorizes."""
     if not transactional_id or len(transactional_id) > MAX_TRANSACTIONAL_ID:
         raise InvalidTransactionalIdError(
             f"transactional ids are 1..{MAX_TRANSACTIONAL_ID} characters"
         )
-    tenant = ctx.authorize("DESCRIBE", "cluster", count=False).tenant
-    return tenant, qualify(tenant, transactional_id)
+    principal = ctx.authorize(operation, "transactional_id", transactional_id, count=count)
+    return principal.tenant, qualify(principal.tenant, transactional_id)
 
 
 # --- InitProducerId (22) with a transactional id ---------------------------------------------
@@ -80,7 +84,7 @@ def find_txn_coordinator(ctx: KafkaContext, key: str) -> dict:
     gives)."""
     out = {"key": key, "node_id": -1, "host": "", "port": -1}
     try:
-        _, qualified = qualified_id(ctx, key)
+        _, qualified = qualified_id(ctx, key, "DESCRIBE")
         c = ctx.broker.transactions.coordinator(qualified)
         info = ctx.broker.metadata.global_image().brokers.get(c.broker_id)
         if c.broker_id < 0 or info is None or not info.kafka:
@@ -287,7 +291,7 @@ async def describe_transactions(ctx: KafkaContext, header: RequestHeader, reques
         }
         states.append(entry)
         try:
-            _, qualified = qualified_id(ctx, tid)
+            _, qualified = qualified_id(ctx, tid, "DESCRIBE")
             meta = await ctx.broker.transactions.describe(qualified)
         except (SluiceError, TxnError) as e:
             entry["error_code"] = code(e)
@@ -330,6 +334,10 @@ async def list_transactions(ctx: KafkaContext, header: RequestHeader, request: d
     out = []
     for meta in ctx.broker.transactions.local(tenant):
         if wanted_states and meta.state.value not in wanted_states:
+            continue
+        try:  # only the ids the caller may describe, as Kafka lists them
+            qualified_id(ctx, unqualify(meta.transactional_id)[1], "DESCRIBE", count=False)
+        except SluiceError:
             continue
         if pids and meta.producer_id not in pids:
             continue
