@@ -63,7 +63,8 @@ def parse_request_header(frame) -> RequestHeader:
             _FLEXIBLE[api_key, version] = flexible
     client_id, pos = read_string(frame, _HEAD.size, False)
     if flexible:
-        pos = skip_tags(frame, pos)
+        # the usual empty tagged-field section is one zero byte
+        pos = pos + 1 if pos < len(frame) and frame[pos] == 0 else skip_tags(frame, pos)
     return RequestHeader(api_key, version, correlation_id, client_id, flexible, supported, pos)
 
 
