@@ -16,6 +16,7 @@ from brokernodes.errors import (
     RequestTooLargeError,
     SluiceError,
 )
+from brokernodes.records.control import refuse_transactional
 from brokernodes.server.http import forward, produce_v2
 from brokernodes.server.http.body import read_body
 from brokernodes.server.http.forward import forwardable, forwarder, led_elsewhere
@@ -223,6 +224,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             raise InvalidRequestError(
                 "body: empty; send one or more RecordBatch v2 batches back to back"
             )
+        refuse_transactional(body, "Sluice's binary produce")
         nbytes = len(body)
         result = await broker.append_batches(principal, partition, topic, body, acks=acks)
         throttle = await broker.quotas.throttle_produce(principal, nbytes)

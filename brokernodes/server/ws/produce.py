@@ -31,6 +31,7 @@ from brokernodes.errors import (
     SluiceError,
     UnauthenticatedError,
 )
+from brokernodes.records.control import refuse_transactional
 from brokernodes.server.http.forward import forwardable
 from brokernodes.server.protocol.params import acks_param
 from brokernodes.server.protocol.responses import batch_outcomes, error_body
@@ -270,6 +271,7 @@ class ProduceStream:
                     raise
                 sent = await self.upstreams.send_frame(request)
                 return sent if in_place else await sent
+            refuse_transactional(request.batches, "the WebSocket produce stream")
             result = await broker.append_batches(
                 principal, partition, topic, request.batches, acks=self.acks
             )

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from brokernodes.client.consumer import Consumer
-from brokernodes.records.batch import decode_batches
+from brokernodes.records.batch import Record, decode_batches, encode_batch
 from tests.integration.kafka.txn_loop_broker import (
     API_KEY,
     TIMEOUT_S,
@@ -154,6 +154,32 @@ def test_sdk_consumer_read_committed(node, mode):
         assert got == [*COMMITTED, "o0", "p1"]
     finally:
         consumer.close()
+
+
+def test_binary_produce_refuses_transactional_batches(node):
+    batch = encode_batch(
+        [Record(1, None, b"x")],
+        producer_id=99,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    req = urllib.request.Request(
+        node.url + PART + "/batches",
+        data=batch,
+        method="POST",
+        headers={
+            "Authorization": f"Bearer {API_KEY}",
+            "Content-Type": "application/vnd.kafka.recordbatch.v2",
+        },
+    )
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=TIMEOUT_S)
+    doc = json.loads(e.value.read())
+    assert doc["error_code"] == "INVALID_RECORD" and "transactional.id" in doc["message"]
+    # no transaction was opened: the LSO is where the mixed log left it
+    assert node.partition.last_stable_offset == 8
+    assert node.partition.log.log_end_offset == 10
 
 
 def test_sdk_consumer_rejects_an_unknown_isolation_level(node):

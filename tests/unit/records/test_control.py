@@ -73,3 +73,24 @@ def test_the_cleaner_reads_the_same_marker_type():
 
     assert control_type(encode_txn_marker(1, 0, True, 0, 0)) == CONTROL_COMMIT
     assert control_type(encode_txn_marker(1, 0, False, 0, 0)) == CONTROL_ABORT
+
+
+def test_unverified_produce_paths_refuse_transactional_batches():
+    from brokernodes.errors import InvalidRecordError
+    from brokernodes.records.control import refuse_transactional
+
+    plain = encode_batch([Record(1, None, b"x")])
+    idempotent = encode_batch(
+        [Record(1, None, b"x")], producer_id=3, producer_epoch=0, base_sequence=0
+    )
+    txn = encode_batch(
+        [Record(1, None, b"x")],
+        producer_id=3,
+        producer_epoch=0,
+        base_sequence=1,
+        is_transactional=True,
+    )
+    refuse_transactional(plain + idempotent, "here")
+    refuse_transactional(b"\x00" * 10, "here")  # malformed: the append's validation refuses it
+    with pytest.raises(InvalidRecordError, match="here takes no transactional batches"):
+        refuse_transactional(plain + txn, "here")
