@@ -8,15 +8,19 @@ record read once by read_committed consumers."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from brokernodes.server.coordinator.offsets_topic import partition_for
+from brokernodes.server.protocol.kafka import apis
+from brokernodes.server.protocol.kafka import errors as kerr
 from harness.cluster import StaticCluster, start_static_cluster
 from tests.integration.kafka.conftest import confluent_config
+from tests.integration.kafka.data_plane_wire import KafkaWire
 
 N = 3
 TOPICS = {
@@ -178,3 +182,63 @@ def test_offsets_pending_across_a_group_coordinator_restart_commit_with_the_tran
     assert got == dict.fromkeys(range(N), 7)
     consumer.close()
     assert committed_values(cluster, "xo", tag.encode(), 1) == [f"{tag}-out".encode()]
+
+
+def describe_state(b, tid: str) -> str | None:
+    try:
+        with KafkaWire(b.bootstrap) as wire:
+            a = wire.request(apis.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]})
+    except OSError:
+        return None
+    (s,) = a["transaction_states"]
+    return s["transaction_state"] if s["error_code"] == kerr.NONE else None
+
+
+def test_a_prepared_commit_survives_the_coordinators_death_during_end_txn(cluster):
+    """EndTxn is durable once PrepareCommit is written: a partition leader is down so the
+    markers cannot all be written, the coordinator is killed in that state and restarted,
+    and the reloaded coordinator finishes the commit once the leader is back."""
+    tag = uuid.uuid4().hex[:6]
+    tid = f"x-end-{tag}"
+    coordinator = cluster.broker(coordinator_of(tid))
+    down_id = next(b for b in cluster.brokers if b != coordinator_of(tid))
+    down = cluster.broker(down_id)
+    p = Producer(
+        confluent_config(
+            cluster.kafka_bootstrap,
+            **{"transactional.id": tid, "transaction.timeout.ms": 300_000},
+        )
+    )
+    p.init_transactions(TIMEOUT_S)
+    p.begin_transaction()
+    for i in range(N * 3):
+        p.produce("xo", f"{tag}-{i}".encode(), partition=i % N)
+    assert p.flush(TIMEOUT_S) == 0
+    down.kill()
+    result: list = []
+    ending = threading.Thread(target=lambda: result.append(_commit(p)), name="commit", daemon=True)
+    ending.start()
+    deadline = time.monotonic() + TIMEOUT_S
+    while describe_state(coordinator, tid) != "PrepareCommit":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    coordinator.restart(hard=True)  # SIGKILL while the markers are still being written
+    coordinator.wait_ready()
+    down.start()
+    down.wait_ready()
+    deadline = time.monotonic() + TIMEOUT_S
+    while describe_state(coordinator, tid) != "CompleteCommit":
+        assert time.monotonic() < deadline, describe_state(coordinator, tid)
+        time.sleep(0.2)
+    ending.join(TIMEOUT_S)
+    assert result == [None], result  # the producer's commit succeeded
+    values = committed_values(cluster, "xo", tag.encode(), N * 3)
+    assert sorted(values) == sorted(f"{tag}-{i}".encode() for i in range(N * 3))
+
+
+def _commit(p: Producer):
+    try:
+        p.commit_transaction(TIMEOUT_S * 2)
+    except KafkaException as e:
+        return e
+    return None
