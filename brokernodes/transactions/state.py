@@ -9,7 +9,8 @@ function returns and answers. The states and their moves:
   the epoch bumped when the transaction times out or a new producer instance initialises);
 - ``PREPARE_*`` -> ``COMPLETE_*`` once every partition has its marker; a complete state
   accepts a new transaction as ``EMPTY`` does.
-- ``DEAD``: a transactional id that expired (kept for the names; no request moves it).
+- ``DEAD``: Kafka's name for an expired id; Sluice forgets an id idle for
+  ``transactional.id.expiration.ms`` (``TxnMetadata.idle``) with a tombstone instead.
 
 Fencing: InitProducerId bumps the epoch, so requests and batches of the previous instance
 (a zombie) carry an older epoch and are refused (PRODUCER_FENCED). When the epoch would
@@ -23,6 +24,7 @@ from dataclasses import dataclass, replace
 
 MAX_EPOCH = 32767
 MAX_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms (Kafka's default: 15 minutes)
+ID_EXPIRATION_MS = 7 * 24 * 3600 * 1000  # transactional.id.expiration.ms (Kafka's default)
 NO_PRODUCER_ID = -1
 NO_EPOCH = -1
 
@@ -70,6 +72,12 @@ class TxnMetadata:
 
     def expired(self, now_ms: int) -> bool:
         return self.state is TxnState.ONGOING and now_ms > self.start_ms + self.timeout_ms
+
+    def idle(self, now_ms: int, expiration_ms: int = ID_EXPIRATION_MS) -> bool:
+        """No transaction in flight and no request for ``expiration_ms``: the id may be
+        forgotten (Kafka's ``transactional.id.expiration.ms``); its next InitProducerId
+        starts afresh with a new producer id."""
+        return self.state.open_for_new and now_ms - self.last_update_ms > expiration_ms
 
 
 def validate_timeout(timeout_ms: int) -> int:

@@ -12,8 +12,10 @@ prepared decision is durable, and the markers are written again (a second marker
 nothing on a partition whose transaction the first one ended, as in Kafka).
 
 A timer aborts transactions older than their ``transaction.timeout.ms``, bumping the epoch
-so the stuck producer is fenced. A request for an id another broker coordinates answers
-NOT_COORDINATOR; one that arrives while the shard loads, COORDINATOR_LOAD_IN_PROGRESS.
+so the stuck producer is fenced, and forgets ids idle for ``transactional.id.expiration.ms``
+(``SLUICE_TRANSACTIONAL_ID_EXPIRATION_MS``, default 7 days) with a tombstone. A request for
+an id another broker coordinates answers NOT_COORDINATOR; one that arrives while the shard
+loads, COORDINATOR_LOAD_IN_PROGRESS.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -57,6 +60,9 @@ TIMER_INTERVAL_S = 0.5
 END_TXN_WAIT_S = 10.0  # EndTxn answers once the markers are written, or after this
 INIT_WAIT_S = 5.0  # InitProducerId waits this long for the previous instance's abort
 RETRY_MAX_S = 2.0
+ID_EXPIRATION_MS = int(
+    os.environ.get("SLUICE_TRANSACTIONAL_ID_EXPIRATION_MS", str(txn.ID_EXPIRATION_MS))
+)
 
 
 def now_ms() -> int:
@@ -404,6 +410,7 @@ class TransactionCoordinator:
             await asyncio.sleep(TIMER_INTERVAL_S)
             try:
                 await self.abort_expired(now_ms())
+                await self.forget_idle(now_ms())
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -430,6 +437,28 @@ class TransactionCoordinator:
                     "transaction of %s timed out after %d ms; aborting", tid, meta.timeout_ms
                 )
                 self._complete_later(shard, new)
+
+    async def forget_idle(self, now: int, expiration_ms: int | None = None) -> None:
+        """Tombstone the ids idle longer than the expiration (one append per shard)."""
+        expiration = ID_EXPIRATION_MS if expiration_ms is None else expiration_ms
+        for shard in list(self.shards.values()):
+            if not shard.loaded.is_set() or shard.failed:
+                continue
+            if not any(m.idle(now, expiration) for m in shard.txns.values()):
+                continue
+            async with shard.lock:
+                idle = [t for t, m in shard.txns.items() if m.idle(now, expiration)]
+                p = self._partition(shard.partition)
+                if not idle or p is None or not p.is_leader:
+                    continue
+                try:
+                    await append_records(p, [(txn_records.encode_key(t), None) for t in idle])
+                except BaseException:
+                    self._reload(shard)
+                    raise
+                for t in idle:
+                    del shard.txns[t]
+            logger.info("forgot %d idle transactional ids in %d", len(idle), shard.partition)
 
     # --- produce verification ----------------------------------------------------------
 

@@ -258,3 +258,31 @@ def test_transactional_batches_outside_a_transaction_are_refused(tbroker):
             apis.INIT_PRODUCER_ID, 4, {"transactional_id": "txn-wire", "transaction_timeout_ms": 0}
         )
         assert bad["error_code"] == kerr.INVALID_TRANSACTION_TIMEOUT
+
+
+def test_an_idle_transactional_id_is_forgotten(kafka_launcher):
+    """After ``transactional.id.expiration.ms`` without a request the id is tombstoned: it is
+    unknown, also after a restart, and its next producer starts afresh."""
+    b = kafka_launcher(TOPICS, kafka=True, env={"SLUICE_TRANSACTIONAL_ID_EXPIRATION_MS": "1500"})
+    p = txn_producer(b, "txn-idle")
+    p.begin_transaction()
+    p.produce("txn-out", b"idle-1", partition=0)
+    p.commit_transaction(TIMEOUT_S)
+
+    def state() -> int:
+        with KafkaWire(b.bootstrap) as wire:
+            a = wire.request(apis.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["txn-idle"]})
+        return a["transaction_states"][0]["error_code"]
+
+    assert state() == kerr.NONE
+    deadline = time.monotonic() + TIMEOUT_S
+    while state() != kerr.TRANSACTIONAL_ID_NOT_FOUND:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    b.restart()
+    assert state() == kerr.TRANSACTIONAL_ID_NOT_FOUND  # the tombstone is in the log
+    again = txn_producer(b, "txn-idle")
+    again.begin_transaction()
+    again.produce("txn-out", b"idle-2", partition=0)
+    again.commit_transaction(TIMEOUT_S)
+    assert state() == kerr.NONE

@@ -149,3 +149,13 @@ def test_corrupt_records_are_refused():
         records.decode_value(TID, b'{"v": 9}')
     with pytest.raises(records.CorruptTxnRecordError):
         records.decode_value(TID, b"not json")
+
+
+def test_idle_ids_expire_only_with_nothing_in_flight():
+    m = init(now=T0)
+    assert not m.idle(T0 + 1_000, 1_000) and m.idle(T0 + 1_001, 1_000)
+    ongoing = txn.add_partitions(m, m.producer_id, 0, frozenset({("a", 0)}), T0)
+    assert not ongoing.idle(T0 + 10**9, 1_000)  # the timeout aborts it first
+    preparing = txn.end_txn(ongoing, m.producer_id, 0, True, T0)
+    assert not preparing.idle(T0 + 10**9, 1_000)
+    assert txn.complete(preparing, T0).idle(T0 + 1_001, 1_000)
