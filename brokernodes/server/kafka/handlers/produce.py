@@ -12,7 +12,8 @@ Transactional batches need the request's ``transactional_id`` (else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers) and a partition the producer has
 added to its ongoing transaction: the leader asks the transaction coordinator
 (``TransactionCoordinator.verify``, KIP-890's verification) and refuses a partition that is
-not in it with INVALID_TXN_STATE (an older epoch: INVALID_PRODUCER_EPOCH). Control batches
+not in it with INVALID_TXN_STATE (an older epoch: INVALID_PRODUCER_EPOCH; a coordinator
+that cannot answer: NOT_ENOUGH_REPLICAS, which producers retry, as Kafka does). Control batches
 are written by the coordinator only; a client's is refused (INVALID_RECORD). An
 InitProducerId naming a transactional id goes to the transaction coordinator
 (``handlers/transactions.py``).
@@ -45,6 +46,9 @@ MOVED = frozenset({kerr.NOT_LEADER_OR_FOLLOWER, kerr.FENCED_LEADER_EPOCH})
 NO_TRANSACTIONAL_ID = (
     "transactional batches need the request's transactional_id (a producer with "
     "transactional.id set)"
+)
+COORDINATOR_UNREACHABLE = frozenset(
+    {"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"}
 )
 _LENGTH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
@@ -104,12 +108,22 @@ async def _txn_error(
             index, kerr.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONAL_ID
         )
     leader_epoch = ctx.broker.replicas.get_partition(topic, index).leader_epoch
-    answers = await ctx.broker.transactions.verify(
-        qualified, pid, epoch, [(topic, index)], leader_epoch
-    )
-    error = answers.get((topic, index))
+    try:
+        answers = await ctx.broker.transactions.verify(
+            qualified, pid, epoch, [(topic, index)], leader_epoch
+        )
+        error = answers.get((topic, index))
+    except SluiceError as e:
+        error = e.error_code
     if error is None:
         return None
+    if error in COORDINATOR_UNREACHABLE:
+        # producers retry NOT_ENOUGH_REPLICAS; a coordinator error on Produce they may not
+        return partition_error(
+            index,
+            kerr.NOT_ENOUGH_REPLICAS,
+            f"the transaction coordinator could not verify {topic}-{index} ({error}); retry",
+        )
     return partition_error(
         index,
         kerr.code_for(error),
