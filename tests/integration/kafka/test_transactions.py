@@ -323,3 +323,30 @@ def test_consume_transform_produce_is_exactly_once_across_a_killed_worker(tbroke
     assert sorted(outputs) == [b"out-%03d" % i for i in range(120)]
     # the zombie's records are in the log, aborted: read_uncommitted sees them twice
     assert len(read_all(tbroker, "ctp-out", "read_uncommitted")) > 120
+
+
+def test_kafka_python_transactions(tbroker):
+    """kafka-python's transactional producer (another client's request versions and retry
+    logic): a commit is read once by read_committed, an abort never."""
+    from kafka import KafkaProducer
+
+    from tests.integration.kafka.conftest import kafka_python_config
+
+    tag = uuid.uuid4().hex[:6]
+    p = KafkaProducer(**kafka_python_config(tbroker.bootstrap, transactional_id=f"kp-{tag}"))
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(4):
+            p.send("txn-out", f"{tag}-kc-{i}".encode(), partition=i % 2)
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send("txn-out", f"{tag}-ka".encode(), partition=0)
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close(timeout=5)
+    values = [
+        v for v in read_all(tbroker, "txn-out", "read_committed") if v.startswith(tag.encode())
+    ]
+    assert sorted(values) == [f"{tag}-kc-{i}".encode() for i in range(4)]
