@@ -4,7 +4,9 @@ abort) and read_committed consumers, on a real broker with ``__transaction_state
 ``__consumer_offsets``. Committed records are read once, aborted ones never; offsets sent
 with a transaction become the group's only if it commits; a second producer with the same
 transactional.id fences the first; a transaction older than its timeout is aborted; the
-operator APIs (DescribeTransactions, ListTransactions) over the wire."""
+operator APIs (DescribeTransactions, ListTransactions) over the wire; a consume-transform-
+produce worker killed mid-transaction leaves every input exactly once in the output; idle
+ids expire; kafka-python's transactional producer works too."""
 
 from __future__ import annotations
 
