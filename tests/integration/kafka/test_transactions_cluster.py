@@ -8,6 +8,7 @@ record read once by read_committed consumers."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -242,3 +243,46 @@ def _commit(p: Producer):
     except KafkaException as e:
         return e
     return None
+
+
+def test_internal_transaction_routes_check_their_callers_and_input(cluster):
+    """The broker-to-broker marker and verification routes: only the cluster credential, a
+    JSON body of the documented shape, and per-marker errors for partitions not led here."""
+    from harness.cluster import CLUSTER_SECRET
+
+    b = cluster.broker(1)
+    cluster_auth = {"Authorization": f"Cluster {CLUSTER_SECRET}"}
+    route = "/internal/v1/transactions/markers"
+    status, _, body = b.request("POST", route, {"markers": []})  # an API key is not enough
+    assert status == 401 and json.loads(body)["error_code"] == "UNAUTHENTICATED"
+    status, _, body = b.request("POST", route, b"{nope", headers=cluster_auth, auth=False)
+    assert status == 400 and json.loads(body)["error_code"] == "INVALID_REQUEST"
+    status, _, body = b.request(
+        "POST", route, {"markers": [{"partition": 0}]}, headers=cluster_auth, auth=False
+    )
+    assert status == 400 and "log_key" in json.loads(body)["message"]
+    marker = {
+        "log_key": "xo",
+        "partition": 1,  # led by broker 2
+        "producer_id": 1,
+        "producer_epoch": 0,
+        "commit": False,
+        "coordinator_epoch": 0,
+    }
+    status, _, body = b.request(
+        "POST", route, {"markers": [marker]}, headers=cluster_auth, auth=False
+    )
+    assert status == 200
+    (result,) = json.loads(body)["results"]
+    assert "not led by this broker" in result["message"]
+    verify = {
+        "transactional_id": "nobody",
+        "producer_id": 1,
+        "producer_epoch": 0,
+        "partitions": [["xo", 0]],
+    }
+    here = cluster.broker(coordinator_of("nobody"))
+    status, _, body = here.request(
+        "POST", "/internal/v1/transactions/verify", verify, headers=cluster_auth, auth=False
+    )
+    assert status == 200 and json.loads(body) == {"errors": ["INVALID_PRODUCER_ID_MAPPING"]}
