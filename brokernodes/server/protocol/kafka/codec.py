@@ -307,9 +307,14 @@ class _Gen:
                 )
                 table = self.fresh("_tags")
                 self.module.append(f"{table} = {{{readers}}}")
-                body.append(f"    pos = read_tags(buf, pos, m, {table})")
+                walk = f"read_tags(buf, pos, m, {table})"
             else:
-                body.append("    pos = skip_tags(buf, pos)")
+                walk = "skip_tags(buf, pos)"
+            # the usual empty tagged-field section is one zero byte: no walk for it
+            body.append("    if pos < len(buf) and buf[pos] == 0:")
+            body.append("        pos += 1")
+            body.append("    else:")
+            body.append(f"        pos = {walk}")
         body.append("    return m, pos")
         self.lines.append(f"def {name}(buf, pos):")
         self.lines.extend(body)
