@@ -60,6 +60,7 @@ TIMER_INTERVAL_S = 0.5
 END_TXN_WAIT_S = 10.0  # EndTxn answers once the markers are written, or after this
 INIT_WAIT_S = 5.0  # InitProducerId waits this long for the previous instance's abort
 RETRY_MAX_S = 2.0
+MAX_VERIFIED = 100_000  # remembered produce verifications (a cache, cleared when full)
 ID_EXPIRATION_MS = int(
     os.environ.get("SLUICE_TRANSACTIONAL_ID_EXPIRATION_MS", str(txn.ID_EXPIRATION_MS))
 )
@@ -507,6 +508,8 @@ class TransactionCoordinator:
             answers = await self.markers.verify_remote(
                 c.url, qualified, producer_id, producer_epoch, ask
             )
+        if len(self.verified) > MAX_VERIFIED:
+            self.verified.clear()  # a cache: entries whose marker landed elsewhere add up
         for tp, error in answers.items():
             out[tp] = error
             if error is None:
