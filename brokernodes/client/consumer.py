@@ -243,6 +243,28 @@ class AsyncConsumer(Fetcher):
         assert state.position is not None
         return state.position
 
+    def positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The known positions of those of ``partitions`` that are assigned."""
+        states = self._partitions
+        return {
+            tp: state.position
+            for tp in partitions
+            if (state := states.get(tp)) is not None and state.position is not None
+        }
+
+    async def reset_offsets(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]]
+    ) -> dict[TopicPartition, int]:
+        """Where ``auto_offset_reset`` puts each of ``partitions`` (looked up together)."""
+        tps = [_tp(p) for p in partitions]
+        if tps and self.auto_offset_reset == "none":
+            raise SluiceError(
+                f"partition {tps[0].topic}-{tps[0].partition} has no position and "
+                "auto_offset_reset is none: seek it first"
+            )
+        found = await asyncio.gather(*(self._list_offset(tp, self.auto_offset_reset) for tp in tps))
+        return {tp: r.offset for tp, r in zip(tps, found, strict=True)}
+
     async def offsets_for_times(
         self, timestamps: dict[TopicPartition | tuple[str, int], int]
     ) -> dict[TopicPartition, OffsetAndTimestamp]:
@@ -319,8 +341,10 @@ class AsyncConsumer(Fetcher):
     async def __anext__(self) -> ConsumerRecord:
         while True:
             for state in self._partitions.values():
-                if state.buffer:
-                    return self._take(1)[0]
+                if state.buffer or state.pending:
+                    records = self._take(1)
+                    if records:
+                        return records[0]
             if self._closed:
                 raise StopAsyncIteration
             records = await self.poll(1.0, 1)
@@ -328,6 +352,8 @@ class AsyncConsumer(Fetcher):
                 return records[0]
 
     def _take(self, limit: int) -> list[ConsumerRecord]:
+        """Up to ``limit`` records, partitions in turn (from where the last poll stopped),
+        decoding each partition's fetched batches only as far as they are taken."""
         states = list(self._partitions.values())
         if not states:
             return []
@@ -336,28 +362,47 @@ class AsyncConsumer(Fetcher):
         start = self._next % count
         for i in range(count):
             state = states[(start + i) % count]
-            if state.error is not None and not state.buffer:
+            buffer = state.buffer
+            taken_from = len(out)
+            while len(out) < limit:
+                if not buffer:
+                    if state.buffer_size:  # the batch in hand is all taken: its bytes free
+                        state.buffered_bytes -= state.buffer_size
+                        state.buffer_size = 0
+                        state.room.set()
+                    if not state.pending:
+                        break
+                    try:
+                        self._decode_next(state)
+                    except SluiceError as exc:
+                        self._stop_partition(state, exc)
+                        break
+                    continue
+                want = limit - len(out)
+                if len(buffer) <= want:
+                    out.extend(buffer)
+                    buffer.clear()
+                else:
+                    out.extend([buffer.popleft() for _ in range(want)])
+            if len(out) > taken_from:
+                state.position = out[-1].offset + 1
+            elif state.error is not None:
                 if out:
                     break  # return these records; the error comes on the next poll
                 raise state.error
-            buffer = state.buffer
-            if not buffer:
-                continue
-            want = limit - len(out)
-            if len(buffer) <= want:
-                taken = list(buffer)
-                buffer.clear()
-                state.buffered_bytes = 0
-            else:
-                taken = [buffer.popleft() for _ in range(want)]
-                state.buffered_bytes = sum(len(r.value or b"") for r in buffer)
-            out.extend(taken)
-            state.position = taken[-1].offset + 1
-            state.room.set()
             if len(out) >= limit:
                 self._next = (start + i + 1) % count
                 break
         return out
+
+    def _stop_partition(self, state: _PartitionState, error: BaseException) -> None:
+        """A fetched batch did not decode: drop what was fetched after it and stop fetching
+        the partition; ``poll`` raises ``error`` (after the records before it) until a seek."""
+        if state.task is not None:
+            state.task.cancel()
+        state.pending.clear()
+        state.buffered_bytes = state.buffer_size = 0
+        state.error = error
 
     # --- fetching --------------------------------------------------------------------------
 
@@ -380,7 +425,8 @@ class AsyncConsumer(Fetcher):
         state.position = offset
         state.fetch_offset = offset
         state.buffer.clear()
-        state.buffered_bytes = 0
+        state.pending.clear()
+        state.buffered_bytes = state.buffer_size = 0
         state.error = None
         self._start_fetcher(state)
 
@@ -406,7 +452,12 @@ class AsyncConsumer(Fetcher):
                 f"auto_offset_reset is none: seek it first"
             )
         result = await self._list_offset(state.tp, policy)
-        state.position = state.fetch_offset = result.offset
+        # positioned meanwhile (a seek, or the fetch task's own reset, which may have
+        # fetched from there already): keep that position, or records would come twice
+        if state.fetch_offset is None:
+            state.position = state.fetch_offset = result.offset
+        elif state.position is None:
+            state.position = state.fetch_offset
 
 
 class Consumer:

@@ -2,8 +2,12 @@
 
 Each task keeps one binary fetch outstanding (``GET .../batches?offset=&max_wait_ms=``, a
 long poll), or with ``fetch_mode="websocket"`` holds a ``/ws/consume`` stream whose pushes
-it takes within the byte credit it grants. Fetched batches are decoded into the partition's
-buffer, which ``poll`` drains; fetching waits while the buffer holds ``max_buffered_bytes``.
+it takes within the byte credit it grants. Fetched batches are checked (length, CRC) and
+queued undecoded in the partition's ``pending``; ``poll`` decodes them one batch at a time as
+it hands records out (Kafka's ``CompletedFetch``), so a partition revoked or sought away
+from never costs the decoding of what was fetched ahead, and the records alive at once stay
+about one batch per partition (the garbage collector's work grows with them). Fetching waits
+while a partition holds ``max_buffered_bytes`` of fetched batches.
 A fetch outside the log resets the fetch position per ``auto_offset_reset``, retriable
 errors back off (refreshing metadata) and retry, and any other error stops the partition
 until a seek (``poll`` raises it).
@@ -29,7 +33,7 @@ from brokernodes.errors import (
     SluiceError,
 )
 from brokernodes.records.batch import decode_batch
-from brokernodes.records.header import LOG_OVERHEAD, peek_batch_size
+from brokernodes.records.header import LOG_OVERHEAD, peek_batch_size, validate_batch
 
 __all__ = ["ConsumerRecord", "Fetcher"]
 
@@ -57,11 +61,13 @@ def _partition_path(tp: TopicPartition, what: str) -> str:
 class _PartitionState:
     __slots__ = (
         "buffer",
+        "buffer_size",
         "buffered_bytes",
         "error",
         "fetch_offset",
         "high_watermark",
         "log_start_offset",
+        "pending",
         "position",
         "room",
         "task",
@@ -72,8 +78,12 @@ class _PartitionState:
         self.tp = tp
         self.position: int | None = None  # next offset poll returns; None: reset first
         self.fetch_offset: int | None = None  # next offset to fetch (>= position)
+        # the records of the batch being handed out, decoded; its size in bytes
         self.buffer: deque[ConsumerRecord] = deque()
-        self.buffered_bytes = 0
+        self.buffer_size = 0
+        # fetched data batches not decoded yet: (body, position, size, first wanted offset)
+        self.pending: deque[tuple[bytes, int, int, int]] = deque()
+        self.buffered_bytes = 0  # bytes of the batches in ``pending`` and ``buffer``
         self.high_watermark: int | None = None
         self.log_start_offset: int | None = None
         self.error: BaseException | None = None
@@ -195,7 +205,7 @@ class Fetcher:
                     )
                     result = await self._list_offset(tp, self.auto_offset_reset)
                     state.fetch_offset = result.offset
-                    if not state.buffer:
+                    if not state.buffer and not state.pending:
                         state.position = result.offset
                     continue
                 if not exc.retriable:
@@ -341,7 +351,7 @@ class Fetcher:
                 )
                 result = await self._list_offset(tp, self.auto_offset_reset)
                 state.fetch_offset = result.offset
-                if not state.buffer:
+                if not state.buffer and not state.pending:
                     state.position = result.offset
                 return attempt
             if not error.retriable:
@@ -371,54 +381,58 @@ class Fetcher:
         body: bytes,
         aborted: dict[int, list[tuple[int, int]]] | None = None,
     ) -> int:
-        """Decode fetched batches into the partition's buffer; control batches and the
-        batches of ``aborted`` transactions (producer id -> [(first offset, marker
-        offset)]) give no records but move the fetch offset past them."""
-        tp = state.tp
-        topic, partition = tp
+        """Queue fetched batches, checked (length, CRC) but not decoded, in the partition's
+        ``pending``; control batches and the batches of ``aborted`` transactions (producer
+        id -> [(first offset, marker offset)]) are left out but move the fetch offset past
+        them. Returns how many batches were queued."""
         fetch_offset = state.fetch_offset
         assert fetch_offset is not None
-        buffer = state.buffer
-        added = 0
-        added_bytes = 0
+        pending = state.pending
+        queued = 0
+        queued_bytes = 0
         pos = 0
         end = len(body)
-        prefix = (topic, partition)
         check_crcs = self.check_crcs
         while pos < end:
             size = peek_batch_size(body, pos)
             if size is None or pos + size > end or size < LOG_OVERHEAD:
                 break  # a partial batch at the end of a size-capped fetch
-            batch = decode_batch(
-                body,
-                pos,
-                verify_crc=check_crcs,
-                record_type=ConsumerRecord,
-                record_prefix=prefix,
-            )
-            pos += size
-            header = batch.header
+            header = validate_batch(body, pos, verify_crc=check_crcs)
             next_offset = header.next_offset
-            if next_offset <= fetch_offset:
-                continue
-            if not header.is_control and not (
-                aborted
-                and header.is_transactional
-                and any(
-                    first <= header.base_offset <= last
-                    for first, last in aborted.get(header.producer_id, ())
-                )
-            ):
-                records = batch.records
-                if header.base_offset < fetch_offset:  # a batch the position is inside of
-                    records = [r for r in records if r.offset >= fetch_offset]
-                buffer.extend(records)
-                added += len(records)
-                added_bytes += sum(len(r.value) for r in records if r.value)
-            fetch_offset = next_offset
+            if next_offset > fetch_offset:
+                if not header.is_control and not (
+                    aborted
+                    and header.is_transactional
+                    and any(
+                        first <= header.base_offset <= last
+                        for first, last in aborted.get(header.producer_id, ())
+                    )
+                ):
+                    pending.append((body, pos, size, fetch_offset))
+                    queued += 1
+                    queued_bytes += size
+                fetch_offset = next_offset
+            pos += size
         state.fetch_offset = fetch_offset
-        state.buffered_bytes += added_bytes + added * 64
-        return added
+        state.buffered_bytes += queued_bytes
+        return queued
+
+    def _decode_next(self, state: _PartitionState) -> None:
+        """Decode the partition's next pending batch into its (empty) buffer; records below
+        the offset it was fetched for (a batch the position was inside of) are left out."""
+        body, pos, size, first = state.pending.popleft()
+        batch = decode_batch(
+            body,
+            pos,
+            verify_crc=False,  # checked when it was queued
+            record_type=ConsumerRecord,
+            record_prefix=(state.tp.topic, state.tp.partition),
+        )
+        records = batch.records
+        if batch.header.base_offset < first:
+            records = [r for r in records if r.offset >= first]
+        state.buffer.extend(records)
+        state.buffer_size = size
 
 
 def _stream_error(text: str, tp: TopicPartition) -> BrokerError:

@@ -109,15 +109,17 @@ class AsyncGroupConsumer:
         self.assignor = assignor
         self.on_partitions_revoked = on_partitions_revoked
         self.on_partitions_assigned = on_partitions_assigned
+        # The coordinator's requests (heartbeat, commit, offset fetch) have connections of
+        # their own: the fetcher keeps a long poll open per partition, and a heartbeat or a
+        # revocation's commit queued behind them would wait for a long poll to end.
         self._transport = HttpTransport(
-            api_key, max_connections_per_host=64, request_timeout_s=request_timeout_ms / 1000 + 1
+            api_key, max_connections_per_host=8, request_timeout_s=request_timeout_ms / 1000 + 1
         )
         self._consumer = AsyncConsumer(
             url,
             api_key,
             auto_offset_reset=auto_offset_reset,
             request_timeout_ms=request_timeout_ms,
-            transport=self._transport,
             **consumer_config,
         )
         self._subscriptions: list[str] = sorted(set(topics))
@@ -218,9 +220,10 @@ class AsyncGroupConsumer:
             self._changed.clear()
             records = await self._poll_or_change(wait, max_records)
             if records:
-                positions = self._positions  # tuple keys equal TopicPartition keys
-                for r in records:
-                    positions[(r.topic, r.partition)] = r.offset + 1
+                # where the consumer stands now: after the last record of each partition
+                # this poll returned (the owned partitions' positions, a few per poll, not
+                # one update per record)
+                self._positions.update(self._consumer.positions(self._owned))
                 return records
             if time.monotonic() >= deadline:
                 return []
@@ -245,6 +248,14 @@ class AsyncGroupConsumer:
 
     async def _poll_or_change(self, wait: float, max_records: int | None) -> list:
         """The consumer's poll, cut short when the assignment changes."""
+        # Records at hand are taken without the tasks below (the steady state of a busy
+        # consumer: a poll per few hundred records), after one turn of the event loop so
+        # that heartbeats and fetches run between polls; a cancellation there takes nothing.
+        await asyncio.sleep(0)
+        consumer = self._consumer
+        records = consumer._take(max_records or consumer.max_poll_records)
+        if records:
+            return records
         poll = asyncio.ensure_future(self._consumer.poll(wait, max_records))
         changed = asyncio.ensure_future(self._changed.wait())
         try:
@@ -367,20 +378,26 @@ class AsyncGroupConsumer:
             self._wake.set()
         added = self._target - self._owned
         if added:
-            committed = await self.committed(added)
+            # owned from now on (heartbeats report them, so a revocation of them waits for
+            # this member), fetched once every position is known
             self._owned |= added
+            try:
+                committed = await self.committed(added)
+                fresh = sorted(tp for tp in added if tp not in committed)
+                # no committed offset: auto_offset_reset, resolved now (all at once, before
+                # their fetch tasks start) so the position is committed and the next owner
+                # starts there too
+                reset = await self._consumer.reset_offsets(fresh)
+            except BaseException:
+                self._owned -= added  # not taken: the next poll tries again
+                raise
             self._consumer.assign(sorted(self._owned))
-            fresh = []
             for tp in sorted(added):
                 if tp in committed:
-                    self._consumer.seek(tp, committed[tp])
                     self._positions[tp] = self._committed[tp] = committed[tp]
                 else:
-                    fresh.append(tp)
-            # no committed offset: auto_offset_reset, resolved now (all at once) so the
-            # position is committed and the next owner starts there too
-            found = await asyncio.gather(*(self._consumer.position(tp) for tp in fresh))
-            self._positions.update(zip(fresh, found, strict=True))
+                    self._positions[tp] = reset[tp]
+                self._consumer.seek(tp, self._positions[tp])
             await self._call(self.on_partitions_assigned, added)
             self._wake.set()
 

@@ -13,8 +13,13 @@ class SlowToCancelConsumer:
     """A consumer whose poll takes a moment to wind down once cancelled (as a poll with a
     request in flight does)."""
 
+    max_poll_records = 500
+
     def __init__(self) -> None:
         self.polls = 0
+
+    def _take(self, limit: int) -> list:
+        return []  # nothing at hand: the poll waits
 
     async def poll(self, wait: float, max_records: int | None) -> list:
         self.polls += 1
