@@ -53,7 +53,10 @@ _COORDINATOR_MOVED = frozenset(
 )
 
 Listener = Callable[[set[TopicPartition]], Any]
-PENDING_SPEEDUP = 5  # heartbeat this much more often while partitions are pending
+# heartbeat this much more often while partitions are pending, and once after the
+# assignment changed: changes come in bursts (members starting or stopping together), and
+# the next one is learnt on a heartbeat
+PENDING_SPEEDUP = 5
 
 
 class CommitFailedError(SluiceError):
@@ -524,9 +527,10 @@ class AsyncGroupConsumer:
         self.member_id = doc["member_id"]
         self.member_epoch = int(doc["member_epoch"])
         self._interval_s = max(0.01, int(doc["heartbeat_interval_ms"]) / 1000)
-        # partitions promised once their owners release them: ask again sooner than usual
-        self._pending = bool(doc.get("pending"))
+        # partitions promised once their owners release them, or a new assignment (more
+        # changes may follow it): ask again sooner than usual
         target = _tps(doc["assignment"])
+        self._pending = bool(doc.get("pending")) or target != self._target
         if target != self._target or target != self._owned:
             self._target = target
             self._changed.set()
