@@ -18,9 +18,25 @@ metrics), given the ``SluiceRequest`` both fronts hand handlers, and its answer 
 here: a ``web.Response`` serialised whole, or a fetch's ``SliceResponse`` as its head
 followed by its segment file slices (``sendfile``, or copied with flow control). On a
 ``HandOff`` the connection, with every byte read so far, goes to a fresh aiohttp
-``RequestHandler``, which then owns it for good. Requests on a connection are answered in
-order, one at a time (pipelined ones wait in the parser's buffer); the answers to requests
-read together are written together (``_flush_out``). The shell keeps the timers.
+``RequestHandler``, which then owns it for good (once the requests in flight are answered).
+The shell keeps the timers.
+
+Pipelining: answers go out strictly in request order, and the answers to requests read
+together are written together (``_flush_out``). A request runs alone, after every earlier
+one is answered, except a binary produce (``PIPELINED_ROUTES``) following another: it starts
+as soon as the one before has appended (``append_order``: the partition signals when its
+append lock is released) or has been answered, so appends keep the order sent while the
+waits after them (the group commit's fsync, an acks=all wait) overlap, and one fsync covers
+several requests of one connection. At most ``MAX_PIPELINED`` requests and
+``MAX_PIPELINED_BYTES`` of their bodies are in flight; beyond that, and while more than two
+bodies' worth of bytes wait in the parser, the socket is not read (TCP pushes back). A
+request that fails to be served closes the connection after the answers before it; one
+forwarded to the leader appends there, so the next request waits for its answer. Each
+request's middleware applies auth and quotas as for any other: a throttled answer is held
+back by its own throttle time, counted from when that request was recorded (the last
+request's throttle covers the bytes of every request before it), as WebSocket produce does.
+A client that closes mid-pipeline gets nothing more; requests already started still finish
+(and append), requests not started are dropped.
 
 Limits (``connection_limits``): a request head must arrive whole within the head timeout of
 its first byte and its body within the body timeout of the head's end (``408
@@ -38,6 +54,7 @@ import logging
 import re
 import socket
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -53,6 +70,7 @@ from brokernodes.server.http.connection_limits import (
 )
 from brokernodes.server.http.sendfile import SEND_STALL_TIMEOUT_S, SliceResponse
 from brokernodes.server.protocol import http1
+from brokernodes.server.protocol.append_order import on_appended
 from brokernodes.server.protocol.http1 import (
     BODY,
     END_OF_MESSAGE,
@@ -81,6 +99,12 @@ FAST_ROUTES = {
     "list_offsets": "GET",
 }
 MAX_FAST_BODY = 1024 * 1024  # larger bodies stream through aiohttp (its body deadline)
+# routes whose pipelined requests on one connection run concurrently once the one before has
+# appended (module docstring, "Pipelining"); one partition per request, so the order of
+# appends is the order sent
+PIPELINED_ROUTES = frozenset({"produce_binary"})
+MAX_PIPELINED = 16  # requests of one connection in flight at once
+MAX_PIPELINED_BYTES = 8 * 1024 * 1024  # ... and their bodies (one request always starts)
 __all__ = ["FAST_ROUTES", "MAX_FAST_BODY", "MAX_HEAD", "FastRoutes", "FastServer"]
 
 Handler = Callable[[Any], Awaitable[web.StreamResponse]]
@@ -154,6 +178,24 @@ def serialize_head(resp: SliceResponse, close: bool) -> bytes:
     )
 
 
+class _InFlight:
+    """One request being served, in the order read, with its answer once it is ready."""
+
+    __slots__ = ("close", "done", "nbytes", "pipelined", "released", "resp", "started")
+
+    def __init__(self, close: bool, nbytes: int, pipelined: bool) -> None:
+        self.close = close  # Connection: close, or the connection ends after it
+        self.nbytes = nbytes
+        self.pipelined = pipelined
+        self.started = False  # its task has begun running
+        self.released = False  # appended or answered: the next request may start
+        self.done = False
+        self.resp: web.StreamResponse | object | None = None  # None: close the connection
+
+
+_SENT = object()  # a fetch's answer, written already
+
+
 class FastServer:
     """Protocol factory for the listening socket: fast protocols, aiohttp for the rest."""
 
@@ -216,8 +258,9 @@ class FastHttpProtocol(asyncio.Protocol):
         self._last_active = 0.0
         self._out: list[bytes] = []  # answers held back while pipelined requests follow
         self._flush_scheduled = False
-        self._task: asyncio.Task[None] | None = None  # serving the current request
-        self._started = False  # ... and has begun running
+        self._queue: deque[_InFlight] = deque()  # requests being served, in request order
+        self._in_flight_bytes = 0  # their bodies
+        self._pending: tuple[Request, bytes | bytearray] | None = None  # read, not started
 
     # --- asyncio.Protocol --------------------------------------------------------------
 
@@ -277,66 +320,97 @@ class FastHttpProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         parser = self.parser
         parser.receive_data(data)
-        if self.busy:
-            if len(parser.buf) > 2 * MAX_FAST_BODY and not self.paused:
-                self.paused = True
-                self.transport.pause_reading()  # type: ignore[union-attr]
-            return
+        if self.busy and len(parser.buf) > 2 * MAX_FAST_BODY and not self.paused:
+            self.paused = True
+            self.transport.pause_reading()  # type: ignore[union-attr]
         self._next()
 
     # --- request loop ------------------------------------------------------------------
 
     def _next(self) -> None:
-        """Feed the parser: serve the next whole request, or hand off, or wait for bytes
-        (arming the head or body deadline)."""
-        if self.closing:
+        """Feed the parser and start what may start (module docstring, "Pipelining"): the
+        next whole request, or a hand-off, or wait for bytes (arming the head or body
+        deadline) or for the requests in flight."""
+        if self.closing or self._evicted or self.server.closing:
             return
         parser = self.parser
+        queue = self._queue
         while True:
-            event = parser.next_event()
-            kind = type(event)
-            if kind is Request:
-                self._head = event  # type: ignore[assignment]
-                if self._head_deadline is not None:
-                    self._head_deadline.cancel()
-                    self._head_deadline = None
-            elif kind is Data:
-                self._body = event.data  # type: ignore[union-attr]
-            elif event is END_OF_MESSAGE:
-                break
-            elif event is NEED_DATA:
-                state = parser.state
-                if state is HEAD and self._head_deadline is None:
-                    # from the head's first byte, never extended
-                    self._head_deadline = self._loop.call_later(
-                        self.server.limits.request_head_timeout_s, self._head_timed_out
-                    )
-                elif state is BODY and self._body_deadline is None:
-                    self._body_deadline = self._loop.call_later(
-                        self.server.body_timeout_s, self._body_timed_out, self._head
-                    )
-                return
-            elif kind is HandOff:
-                self._hand_off()
-                return
-            else:  # PAUSED: served one at a time
-                return
-        if self._body_deadline is not None:
-            self._body_deadline.cancel()
-            self._body_deadline = None
-        head = self._head
-        body, self._body = self._body, b""
+            pending = self._pending
+            if pending is None:
+                if queue and not queue[-1].released:
+                    return  # the newest request has not appended yet: keep the order
+                while True:
+                    event = parser.next_event()
+                    kind = type(event)
+                    if kind is Request:
+                        self._head = event  # type: ignore[assignment]
+                        if self._head_deadline is not None:
+                            self._head_deadline.cancel()
+                            self._head_deadline = None
+                    elif kind is Data:
+                        self._body = event.data  # type: ignore[union-attr]
+                    elif event is END_OF_MESSAGE:
+                        break
+                    elif event is NEED_DATA:
+                        if queue:  # the deadlines start once the requests in flight end
+                            return
+                        state = parser.state
+                        if state is HEAD and self._head_deadline is None:
+                            # from the head's first byte, never extended
+                            self._head_deadline = self._loop.call_later(
+                                self.server.limits.request_head_timeout_s, self._head_timed_out
+                            )
+                        elif state is BODY and self._body_deadline is None:
+                            self._body_deadline = self._loop.call_later(
+                                self.server.body_timeout_s, self._body_timed_out, self._head
+                            )
+                        return
+                    elif kind is HandOff:
+                        if not queue:  # else once the requests in flight are answered
+                            self._hand_off()
+                        return
+                    else:  # PAUSED: after Connection: close
+                        return
+                if self._body_deadline is not None:
+                    self._body_deadline.cancel()
+                    self._body_deadline = None
+                body, self._body = self._body, b""
+                pending = self._pending = (self._head, body)  # type: ignore[assignment]
+            head, body = pending  # type: ignore[misc]
+            route = head.route[0]
+            pipelined = route.name in PIPELINED_ROUTES
+            if queue and not (
+                pipelined
+                and queue[-1].pipelined
+                and len(queue) < MAX_PIPELINED
+                and self._in_flight_bytes + len(body) <= MAX_PIPELINED_BYTES
+            ):
+                return  # it starts when the requests in flight allow
+            self._pending = None
+            self._start(head, body, not head.keep_alive, route.handler, pipelined)
+            if not head.keep_alive:
+                return  # the parser stays paused for good
+            parser.start_next_cycle()
+            if self.paused and len(parser.buf) <= 2 * MAX_FAST_BODY:
+                self.paused = False
+                self.transport.resume_reading()  # type: ignore[union-attr]
+
+    def _start(
+        self, head: Request, body: bytes | bytearray, close: bool, handler: Handler, pipelined: bool
+    ) -> None:
+        entry = _InFlight(close, len(body), pipelined)
+        self._queue.append(entry)
+        self._in_flight_bytes += entry.nbytes
         self.busy = True
-        self._started = False
-        handler = head.route[0].handler  # type: ignore[union-attr]
-        self._task = self._loop.create_task(
-            self._serve(head, body, not head.keep_alive, handler)  # type: ignore[union-attr, arg-type]
-        )
+        self._loop.create_task(self._serve(entry, head, body, handler))
 
     async def _serve(
-        self, head: Request, body: bytes | bytearray, close: bool, handler: Handler
+        self, entry: _InFlight, head: Request, body: bytes | bytearray, handler: Handler
     ) -> None:
-        self._started = True
+        entry.started = True
+        if entry.pipelined:  # this task's context only: the partition calls it after the append
+            on_appended.set(lambda: self._released(entry))
         route, match_info = head.route
         path = head.path
         request = SluiceRequest(
@@ -350,56 +424,104 @@ class FastHttpProtocol(asyncio.Protocol):
             self.remote,
             self.transport,
         )
+        resp: web.StreamResponse | None
         try:
             resp = await self.server.routes.middleware(request, handler)
-            close = close or self.server.closing or self._evicted or resp.keep_alive is False
-            if isinstance(resp, SliceResponse):
-                data = serialize_head(resp, close)
-            else:
-                data = serialize(resp, close)
         except Exception:
             logger.exception("fast HTTP path failed on %s; closing the connection", path)
-            self._close()
-            return
+            resp = None
+        entry.resp = resp
+        if isinstance(resp, SliceResponse) and not self.closing:
+            # a fetch runs alone (never pipelined): its head and body go out at once
+            entry.resp = await self._send_slices(entry, resp, path)
+        entry.done = True
+        self._in_flight_bytes -= entry.nbytes
+        newly = not entry.released
+        entry.released = True
         if self.closing:
             return
-        parser = self.parser
-        if isinstance(resp, SliceResponse):
-            self._flush_out()
-            try:
-                whole = await resp.send_over(self.transport, data, self._write)  # type: ignore[arg-type]
-            except ConnectionError:
-                whole = False
-            except Exception:
-                logger.exception("fast HTTP path failed sending %s; closing the connection", path)
-                whole = False
-            if not whole:
+        if self._queue[0] is entry:
+            self._answer_ready()
+        elif newly:
+            self._next()
+
+    async def _send_slices(
+        self, entry: _InFlight, resp: SliceResponse, path: str
+    ) -> web.StreamResponse | None:
+        """A fetch's head then its file slices; None if the connection must close."""
+        close = entry.close or self.server.closing or self._evicted or resp.keep_alive is False
+        try:
+            data = serialize_head(resp, close)
+        except Exception:
+            logger.exception("fast HTTP path failed on %s; closing the connection", path)
+            return None
+        self._flush_out()
+        try:
+            whole = await resp.send_over(self.transport, data, self._write)  # type: ignore[arg-type]
+        except ConnectionError:
+            whole = False
+        except Exception:
+            logger.exception("fast HTTP path failed sending %s; closing the connection", path)
+            whole = False
+        if not whole or close:
+            return None
+        return _SENT
+
+    def _released(self, entry: _InFlight) -> None:
+        """The request appended (``append_order``): the next pipelined one may start."""
+        if not entry.released:
+            entry.released = True
+            if not self.closing:
+                self._next()
+
+    def _answer_ready(self) -> None:
+        """Serialise the answers ready at the head of the queue, in request order, then
+        start what may start; the answers are written now, or held for the next request's
+        (``_flush_soon``) while one runs."""
+        queue = self._queue
+        out = self._out
+        while queue and queue[0].done:
+            entry = queue.popleft()
+            resp = entry.resp
+            if resp is None:  # failed, or a fetch that closes the connection
                 self._close()
                 return
-        elif parser.buf and not close:
-            self._out.append(data)  # written with the next answer (see _flush_soon)
-        else:
-            self._flush_out(data)
-        self.busy = False
+            if resp is _SENT:
+                continue
+            draining = (self.server.closing or self._evicted) and not queue
+            close = entry.close or draining or resp.keep_alive is False
+            try:
+                out.append(serialize(resp, close))
+            except Exception:
+                logger.exception("fast HTTP path cannot write an answer; closing the connection")
+                self._close()
+                return
+            if close:
+                self._close()
+                return
+        self.busy = bool(queue)
         self._last_active = self._loop.time()
-        if close:
+        if not queue and (self.server.closing or self._evicted):
             self._close()
             return
-        parser.start_next_cycle()
-        if self.paused:
+        if self.paused and len(self.parser.buf) <= 2 * MAX_FAST_BODY:
             self.paused = False
             self.transport.resume_reading()  # type: ignore[union-attr]
-        if parser.buf:
-            self._next()
-        if self._out and not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush_soon)
+        self._next()
+        if not out or self.closing:
+            return
+        if self._queue:
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                self._loop.call_soon(self._flush_soon)
+        else:
+            self._flush_out()
 
     def _flush_soon(self) -> None:
-        """Held answers go out once the request after them has run as far as it can at
-        once: if it waits (a long poll, an fsync), they are not held behind it."""
-        task = self._task
-        if self.busy and not self._started and task is not None and not task.done():
+        """Held answers go out once the requests after them have run as far as they can at
+        once: if they wait (a long poll, an fsync), the answers are not held behind them."""
+        queue = self._queue
+        if queue and not queue[-1].started:
             self._loop.call_soon(self._flush_soon)  # its task runs first
             return
         self._flush_scheduled = False
@@ -449,7 +571,6 @@ class FastHttpProtocol(asyncio.Protocol):
         if self.closing or self.busy:
             return
         self.parser.discard()
-        self.busy = True
         timeout = self.server.body_timeout_s
 
         async def timed_out(request: Any) -> web.StreamResponse:
@@ -457,7 +578,7 @@ class FastHttpProtocol(asyncio.Protocol):
                 f"the request body did not arrive within {timeout:g} s; the connection is closed"
             )
 
-        self._loop.create_task(self._serve(head, b"", True, timed_out))
+        self._start(head, b"", True, timed_out, False)
 
     def _head_timed_out(self) -> None:
         """A head did not arrive whole within the head timeout of its first byte:

@@ -24,7 +24,9 @@ As leader:
   one fsync at a time per partition covers every append made before it started. Requests
   that arrive while an fsync runs append meanwhile and share the next one, so a partition
   fsyncs once per group of waiting requests instead of once per request; no request is
-  answered before the fsync that covers its records.
+  answered before the fsync that covers its records. Once the append lock is released the
+  request signals ``append_order.appended()``: a pipelining HTTP connection then starts its
+  next request, whose append joins the same or the next fsync.
 - ``on_replica_fetch`` validates a follower's fetch (leader epoch, KIP-320) and feeds its
   log end offset to ``LeaderState``: the high watermark (min LEO over the ISR) and ISR
   expansions follow. ISR changes go out through ``alter_sink`` (the replica manager sends
@@ -86,6 +88,7 @@ from brokernodes.replication.leader import (
     LeaderState,
 )
 from brokernodes.server.metadata.cluster import PartitionInfo
+from brokernodes.server.protocol.append_order import appended
 from brokernodes.server.replica.errors import error_for
 from brokernodes.server.replica.hw_checkpoint import read_high_watermark, write_high_watermark
 from brokernodes.server.replica.produce_checks import check_produce
@@ -545,6 +548,7 @@ class Partition:
                     if o is None
                 )
                 info = await self._append_locked(ls, fresh, list(iter_batches(fresh)), True)
+        appended()  # a pipelining connection may start its next request (append_order)
         if info is not None:
             self._wake_appended()
             if info.flush_to is not None:

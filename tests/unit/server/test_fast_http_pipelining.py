@@ -12,6 +12,8 @@ import pytest
 from aiohttp import web
 
 from brokernodes.server.http.fast import FastRoutes, FastServer
+from brokernodes.storage.config import LogConfig
+from tests.unit.server.test_partition_group_commit import batch, leader
 
 
 class RecordingTransport(asyncio.Transport):
@@ -130,5 +132,56 @@ def test_held_answers_go_out_before_a_close_and_with_a_partial_request(split):
         await asyncio.sleep(0.02)
         assert _bodies(b"".join(transport.writes)) == [b"ok:first", b"ok:second"]
         assert transport.closed
+
+    asyncio.run(main())
+
+
+def _durable_front(tmp_path, route: str):
+    """A front whose ``route`` appends each body to a real leader partition whose log
+    fsyncs (``flush.messages=1``, acks=all); the transport notes the recovery point at each
+    write (what was on disk when those answers left)."""
+    partition, flushed = leader(tmp_path, LogConfig(flush_messages=1))
+
+    async def append(request) -> web.Response:
+        body = bytearray(await request.content.readany())
+        result = await partition.append_as_leader(body, acks=-1)
+        return web.Response(body=b"ok:%d" % result.last_offset)
+
+    app = web.Application()
+    app.router.add_post("/p", append, name=route)
+    routes = FastRoutes(app, _passthrough, methods={route: "POST"})
+    server = FastServer(routes, lambda: None, body_timeout_s=5.0, max_request_bytes=1 << 20)
+    transport = RecordingTransport()
+    on_disk: list[int] = []
+    write = transport.write
+
+    def noted(data) -> None:
+        on_disk.append(partition.log.recovery_point)
+        write(data)
+
+    transport.write = noted  # type: ignore[method-assign]
+    server().connection_made(transport)
+    return server, transport, partition, flushed, on_disk
+
+
+@pytest.mark.parametrize(("route", "shared"), [("produce_binary", True), ("metadata", False)])
+def test_pipelined_produces_share_fsyncs_and_are_never_answered_before_theirs(
+    tmp_path, route, shared
+):
+    """Binary produces pipelined on one connection overlap their fsync waits (fewer fsyncs
+    than requests), answers in order, each written only once its records are on disk; a
+    route that is not pipelined runs one request at a time (one fsync each)."""
+
+    async def main():
+        server, transport, partition, flushed, on_disk = _durable_front(tmp_path, route)
+        (conn,) = server.connections
+        conn.data_received(b"".join(_request(bytes(batch(f"r{i}"))) for i in range(8)))
+        await _settle(transport, 8, timeout=10)
+        bodies = [_bodies(w) for w in transport.writes]
+        assert [b for each in bodies for b in each] == [b"ok:%d" % i for i in range(8)]
+        for answers, recovery_point in zip(bodies, on_disk, strict=True):
+            assert all(int(a[3:]) < recovery_point for a in answers)
+        assert (len(flushed) < 8) if shared else (len(flushed) == 8), flushed
+        partition.log.close()
 
     asyncio.run(main())
