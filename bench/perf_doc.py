@@ -37,6 +37,31 @@ FAULT_COLUMNS = (
     "divergent",
     "seconds_to_recover",
 )
+TXN_COLUMNS_TEXT = (
+    "inputs: records the consume-transform-produce worker had to process; txn committed / "
+    "aborted / fenced: transactions the worker was told so; txn open: killed before asking to "
+    "commit; txn unknown: asked, never answered; uncommitted read: an output of a transaction "
+    "that never committed read by a read_committed consumer; phantom: an output no "
+    "transaction wrote; partial: some but not all of a transaction's outputs committed; "
+    "committed missing: a commit the worker was told of, not all in the log; duplicated / "
+    "missing: an input's output committed twice / never; offsets apart: the group's "
+    "committed offsets disagree with the committed outputs"
+)
+TXN_FAULT_COLUMNS = (
+    "inputs",
+    "txn_committed",
+    "txn_aborted",
+    "txn_fenced",
+    "txn_open",
+    "txn_unknown",
+    "uncommitted_read",
+    "phantom",
+    "partial",
+    "committed_missing",
+    "duplicated",
+    "missing",
+    "offsets_apart",
+)
 
 
 class PerfDocError(Exception):
@@ -155,12 +180,28 @@ def faults_table(results_dir: Path = RESULTS_DIR) -> str:
         "| scenario | " + " | ".join(c.replace("_", " ") for c in FAULT_COLUMNS) + " |",
         "|---|" + "---|" * len(FAULT_COLUMNS),
     ]
+    txn = sorted(name for name, counts in scenarios.items() if "uncommitted_read" in counts)
     for name in sorted(scenarios):
+        if name in txn:
+            continue
         counts = scenarios[name]
         cells = ["" if counts.get(c) is None else str(counts[c]) for c in FAULT_COLUMNS]
         rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
     if doc.get("columns"):
         rows += ["", _cell(str(doc["columns"]))]
+    if txn:  # the transactions checker's own counts (tests/faults/txn_history.py)
+        rows += [
+            "",
+            "| transactions scenario | "
+            + " | ".join(c.replace("_", " ") for c in TXN_FAULT_COLUMNS)
+            + " |",
+            "|---|" + "---|" * len(TXN_FAULT_COLUMNS),
+        ]
+        for name in txn:
+            counts = scenarios[name]
+            cells = ["" if counts.get(c) is None else str(counts[c]) for c in TXN_FAULT_COLUMNS]
+            rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
+        rows += ["", TXN_COLUMNS_TEXT]
     return "\n".join(rows)
 
 

@@ -117,3 +117,26 @@ def test_the_committed_page_has_its_markers():
     text = perf_doc.DOC.read_text()
     for marker in (BENCH_START, BENCH_END, FAULTS_START, FAULTS_END):
         assert marker in text
+
+
+def test_transaction_scenarios_get_a_table_of_their_own(tmp_path):
+    (tmp_path / "faults.json").write_text(
+        json.dumps(
+            {
+                "generated_at": "2026-03-04T00:00:00Z",
+                "long": False,
+                "scenarios": {
+                    "kill-leader": {"attempted": 10, "acknowledged": 10, "lost": 0},
+                    "txn-ctp": {"inputs": 300, "txn_committed": 24, "uncommitted_read": 0},
+                },
+            }
+        )
+    )
+    out = render(PAGE, tmp_path)
+    lines = out.splitlines()
+    txn_row = next(line for line in lines if "`txn-ctp`" in line)
+    assert txn_row.startswith("| `txn-ctp` | 300 | 24 |  |")  # not in the counts: blank
+    assert "| 0 |" in txn_row
+    assert lines.index(txn_row) > lines.index(next(x for x in lines if "`kill-leader`" in x))
+    assert "| transactions scenario | inputs | txn committed |" in out
+    assert "offsets apart: the group's committed offsets" in out
