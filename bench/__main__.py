@@ -19,6 +19,7 @@ SECTIONS = [
     "spark",
     "quotas",
     "kafka",
+    "transactions",
 ]
 
 
