@@ -1,5 +1,8 @@
 """One Kafka client connection: read size-prefixed requests, answer them in order.
 
+The bytes come from a :class:`~.framing.FrameReader` (the connection's asyncio protocol), so
+a request already whole in the receive buffer is taken without waiting on the event loop.
+
 Like Kafka's own socket server, a connection handles one request at a time and reads the
 next only once the answer is written, so answers are always in request order. Before SASL
 succeeds only ApiVersions, SaslHandshake and SaslAuthenticate are accepted (anything else
@@ -37,6 +40,7 @@ from brokernodes.server.http.sendfile import (
     send_zero_copy,
 )
 from brokernodes.server.kafka.context import EncodedAnswer, FileRecords, KafkaContext
+from brokernodes.server.kafka.framing import FrameReader
 from brokernodes.server.kafka.handlers import HANDLERS
 from brokernodes.server.kafka.handlers.core import (
     PRE_AUTH,
@@ -53,7 +57,6 @@ from brokernodes.server.protocol.kafka.frames import (
     decode_request,
     encode_response,
     encoded_frame,
-    frame_size,
     parse_request_header,
     response_frame,
 )
@@ -98,20 +101,20 @@ class KafkaConnection:
         self,
         listener: KafkaListener,
         broker: Broker,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        reader: FrameReader,
     ) -> None:
         self.listener = listener
         self.broker = broker
         self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
+        transport = self.transport = reader.transport
+        assert transport is not None
+        peer = transport.get_extra_info("peername")
         self.peer = peer[0] if isinstance(peer, tuple) else None
         self.ctx = KafkaContext(
             broker,
             self.peer,
-            writer.transport,
-            tls=writer.get_extra_info("sslcontext") is not None,
+            transport,
+            tls=transport.get_extra_info("sslcontext") is not None,
         )
         self._raw_sasl = False  # SaslHandshake v0: the next frame is a bare PLAIN token
         self.busy = False  # between reading a request and writing its answer
@@ -127,7 +130,7 @@ class KafkaConnection:
         return p.key_id if p is not None else None
 
     def close(self) -> None:
-        self.writer.transport.abort()
+        self.transport.abort()
 
     def evict(self) -> None:
         """Over the unauthenticated-connection caps: Kafka has no answer for that, so the
@@ -145,7 +148,7 @@ class KafkaConnection:
                 deadline.reschedule(None)
             # no longer among the unauthenticated (``authorize`` reports it too, when the
             # broker's connection quotas are wired to the pool)
-            self.listener.pool.authenticated(self.writer.transport)
+            self.listener.pool.authenticated(self.transport)
             while not self.broker.stopping:
                 await self._one_request()
         except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
@@ -159,7 +162,7 @@ class KafkaConnection:
         finally:
             if self._idle_timer is not None:
                 self._idle_timer.cancel()
-            self.writer.transport.abort() if self.broker.stopping else self.writer.close()
+            self.transport.abort() if self.broker.stopping else self.transport.close()
 
     def _arm_idle(self, when: float) -> None:
         self._idle_timer = self._loop.call_at(when, self._check_idle)
@@ -172,7 +175,7 @@ class KafkaConnection:
         now = self._loop.time()
         if since is not None and now >= since + idle:
             self._idle_timer = None
-            self.writer.close()
+            self.transport.close()
             return
         self._arm_idle((since if since is not None else now) + idle)
 
@@ -187,10 +190,13 @@ class KafkaConnection:
     async def _read_frame(self) -> bytes:
         config = self.broker.config
         reader = self.reader
-        self._waiting_since = self._loop.time()  # the idle timer closes a silent connection
-        prefix = await reader.readexactly(4)
-        self._waiting_since = None
-        size = frame_size(prefix)
+        size = reader.next_size()
+        if size is None:
+            self._waiting_since = self._loop.time()  # the idle timer closes a silent one
+            await reader.wait_for(4)
+            self._waiting_since = None
+            size = reader.next_size()
+            assert size is not None
         limit = config.max_request_bytes
         if not self.ctx.authenticated:
             limit = min(limit, MAX_UNAUTHENTICATED_REQUEST_BYTES)
@@ -199,12 +205,11 @@ class KafkaConnection:
                 f"a request of {size} bytes is over this broker's limit of {limit} bytes"
                 + ("" if self.ctx.authenticated else " before SASL authentication")
             )
-        # the usual small request arrived whole with its prefix: no deadline to set
-        # (StreamReader's buffer; without it, every body read gets the deadline)
-        if len(getattr(reader, "_buffer", b"")) >= size:
-            return await reader.readexactly(size)
-        async with asyncio.timeout(config.body_timeout_s):
-            return await reader.readexactly(size)
+        # the usual small request arrived whole with its prefix: no wait, no deadline
+        if reader.buffered() < 4 + size:
+            async with asyncio.timeout(config.body_timeout_s):
+                await reader.wait_for(4 + size)
+        return reader.take_frame(size)
 
     async def _one_request(self) -> None:
         frame = await self._read_frame()
@@ -287,14 +292,14 @@ class KafkaConnection:
         takes nothing for ``send_stall_timeout_s`` is cut off."""
         try:
             async with asyncio.timeout(self.send_stall_timeout_s):
-                await self.writer.drain()
+                await self.reader.drain()
         except TimeoutError:
             raise CloseConnection(
                 f"the client read nothing of its answer for {self.send_stall_timeout_s:g} s"
             ) from None
 
     async def _send(self, chunks: list) -> None:
-        writer = self.writer
+        transport = self.transport
         for chunk in chunks:
             if isinstance(chunk, FileRecords):
                 if not chunk.length:
@@ -303,13 +308,13 @@ class KafkaConnection:
                 if self.ctx.tls or self.broker.config.fetch_path != "sendfile":
 
                     async def write(data: bytes) -> None:
-                        writer.write(data)
+                        transport.write(data)
                         await self._drain()
 
                     await send_copy(write, chunk.slices)
                 else:  # stall-bounded by sendfile.SEND_STALL_TIMEOUT_S
-                    await send_zero_copy(writer.transport, chunk.slices)
+                    await send_zero_copy(transport, chunk.slices)
             else:
-                writer.transport.write(chunk)
-        if writer.transport.get_write_buffer_size():  # else all of it is with the kernel
+                transport.write(chunk)
+        if transport.get_write_buffer_size():  # else all of it is with the kernel
             await self._drain()

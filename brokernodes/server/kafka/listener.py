@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from brokernodes.server.http.connection_limits import UnauthenticatedConnections, limits_for
 from brokernodes.server.kafka.connection import KafkaConnection, endpoint
+from brokernodes.server.kafka.framing import FrameReader
 
 if TYPE_CHECKING:
     from brokernodes.server.broker import Broker
@@ -94,15 +95,15 @@ class KafkaListener:
     async def start(self) -> None:
         assert self.config.kafka_port is not None
         context = self.ssl_context()
-        self._server = await asyncio.start_server(
-            self._accept,
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: FrameReader(self._accept),
             self.config.host,
             self.config.kafka_port,
             ssl=context,
             ssl_handshake_timeout=self.config.request_head_timeout_s if context else None,
             reuse_address=True,
             backlog=1024,
-            limit=1 << 20,
         )
         with contextlib.suppress(ValueError):  # a listener restarted on the same broker
             self.broker.metrics.registry.register(_ConnectionsCollector(self))
@@ -123,27 +124,28 @@ class KafkaListener:
             )
         child.observe(seconds)  # type: ignore[attr-defined]
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _accept(self, reader: FrameReader) -> None:
+        """A connection is up (its protocol's ``connection_made``): run it as a task."""
+        transport = reader.transport
+        assert transport is not None
         if self.broker.stopping:
-            writer.transport.abort()
+            transport.abort()
             return
-        connection = KafkaConnection(self, self.broker, reader, writer)
-        transport = writer.transport
+        connection = KafkaConnection(self, self.broker, reader)
         self.connections.add(connection)
         self.pool.track(transport, connection.peer, connection.evict)
-        task = connection.task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
+        task = connection.task = asyncio.get_running_loop().create_task(self._serve(connection))
+        self._tasks.add(task)
+
+    async def _serve(self, connection: KafkaConnection) -> None:
         try:
             await connection.run()
         except asyncio.CancelledError:
-            pass  # cut off by ``close``: the task ends here (asyncio's stream server
-            # would log a cancelled connection task as an error)
+            pass  # cut off by ``close``: the task ends here
         finally:
-            self.pool.forget(transport)
+            self.pool.forget(connection.transport)
             self.connections.discard(connection)
-            if task is not None:
-                self._tasks.discard(task)
+            self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
 
     def close_key(self, key_id: str) -> None:
         """Close every connection authenticated with ``key_id`` (revoked)."""
