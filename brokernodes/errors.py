@@ -201,6 +201,7 @@ class BrokerError(SluiceError):
             "KAFKA_STORAGE_ERROR",
             "LEADER_NOT_AVAILABLE",
             "THROTTLING_QUOTA_EXCEEDED",
+            "CONCURRENT_TRANSACTIONS",
         }
     )
 

@@ -198,6 +198,9 @@ class AsyncProducer(Sender):
         self.max_request_size = max_request_size
         self.buffer_memory = buffer_memory
         self.metadata_max_age_s = metadata_max_age_ms / 1000
+        # the binary produce's query; a transactional producer adds its transactional_id
+        self._produce_params: dict[str, str] = {"acks": self.acks}
+        self._transactional = False  # batches carry the transactional bit (transactional.py)
         self._transport = transport or HttpTransport(
             api_key,
             max_connections_per_host=max_in_flight,
@@ -623,6 +626,8 @@ class Producer:
     waits up to ``max_block_ms`` for room. Thread-safe.
     """
 
+    _async_class: type[AsyncProducer] = AsyncProducer  # what runs on the loop thread
+
     def __init__(
         self,
         url: str | list[str],
@@ -636,7 +641,7 @@ class Producer:
         try:
 
             async def create() -> AsyncProducer:
-                producer = AsyncProducer(url, api_key, **config)
+                producer = self._async_class(url, api_key, **config)
                 producer._sync = True
                 await producer.start()
                 return producer

@@ -226,6 +226,7 @@ class Sender:
             producer_id=producer_id,
             producer_epoch=epoch,
             base_sequence=sequence,
+            is_transactional=self._transactional,
         )
         # taken only once the batch encodes: a batch that cannot leaves no sequence gap
         if self.idempotent:
@@ -269,7 +270,7 @@ class Sender:
         path = (
             f"/sluice/v1/topics/{quote(queue.topic, safe='')}/partitions/{queue.partition}/batches"
         )
-        params = {"acks": self.acks}
+        params = self._produce_params
         deadline = min(b.created for b in batches) + self.delivery_timeout_s
         attempt = 0
         hinted_leader: str | None = None  # from a NOT_LEADER_OR_FOLLOWER answer's leader_url

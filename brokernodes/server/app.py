@@ -35,6 +35,7 @@ from brokernodes.server.http import produce as http_produce
 from brokernodes.server.http import producers as http_producers
 from brokernodes.server.http import replication as http_replication
 from brokernodes.server.http import segments as http_segments
+from brokernodes.server.http import transactions as http_transactions
 from brokernodes.server.http import txn_markers as http_txn_markers
 from brokernodes.server.http.util import BROKER_KEY, error_response
 from brokernodes.server.protocol.confluent import is_confluent_path
@@ -152,6 +153,7 @@ def build_app(broker: Broker, extra_routes: Iterable[RouteInstaller] = ()) -> we
     http_segments.add_routes(app, broker)
     http_producers.add_routes(app, broker)
     http_txn_markers.add_routes(app, broker)
+    http_transactions.add_routes(app, broker)
     ws_routes.add_routes(app, broker)
     http_forward.install(app, broker)  # one front door: its client's connections
     for install in extra_routes:

@@ -16,7 +16,6 @@ from brokernodes.errors import (
     RequestTooLargeError,
     SluiceError,
 )
-from brokernodes.records.control import refuse_transactional
 from brokernodes.server.http import forward, produce_v2
 from brokernodes.server.http.body import read_body
 from brokernodes.server.http.forward import forwardable, forwarder, led_elsewhere
@@ -26,6 +25,7 @@ from brokernodes.server.http.produce_stream import (
     read_records,
     stream_of,
 )
+from brokernodes.server.http.txn_produce import check_transactional
 from brokernodes.server.http.util import (
     auth_header,
     check_cluster,
@@ -224,7 +224,9 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             raise InvalidRequestError(
                 "body: empty; send one or more RecordBatch v2 batches back to back"
             )
-        refuse_transactional(body, "Sluice's binary produce")
+        await check_transactional(
+            broker, request, topic, partition, body, request.query.get("transactional_id")
+        )
         nbytes = len(body)
         result = await broker.append_batches(principal, partition, topic, body, acks=acks)
         throttle = await broker.quotas.throttle_produce(principal, nbytes)

@@ -50,6 +50,13 @@ STATUS_BY_CODE: dict[str, int] = {
     "UNKNOWN_CONSUMER_INSTANCE": 404,
     "INVALID_CURSOR": 400,
     "CONSUMER_INSTANCE_EXISTS": 409,
+    # transactions (docs/transactions.md, "Sluice's API")
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": 403,
+    "INVALID_TXN_STATE": 409,
+    "INVALID_PRODUCER_ID_MAPPING": 409,
+    "CONCURRENT_TRANSACTIONS": 409,  # retriable: the previous transaction is completing
+    "INVALID_TRANSACTION_TIMEOUT": 400,
+    "INVALID_TOPIC_EXCEPTION": 400,
     # media type negotiation (protocol.confluent)
     "UNSUPPORTED_MEDIA_TYPE": 415,
     "NOT_ACCEPTABLE": 406,

@@ -31,8 +31,8 @@ from brokernodes.errors import (
     SluiceError,
     UnauthenticatedError,
 )
-from brokernodes.records.control import refuse_transactional
 from brokernodes.server.http.forward import forwardable
+from brokernodes.server.http.txn_produce import check_transactional
 from brokernodes.server.protocol.params import acks_param
 from brokernodes.server.protocol.responses import batch_outcomes, error_body
 from brokernodes.server.protocol.ws_frames import (
@@ -117,6 +117,7 @@ def error_answer(request_id: Any, error: SluiceError) -> dict[str, Any]:
 
 class ProduceStream:
     def __init__(self, broker: Broker, sock: StreamSocket, acks: int) -> None:
+        self.transactional_id: str | None = None
         self.broker = broker
         self.sock = sock
         self.acks = acks
@@ -271,7 +272,16 @@ class ProduceStream:
                     raise
                 sent = await self.upstreams.send_frame(request)
                 return sent if in_place else await sent
-            refuse_transactional(request.batches, "the WebSocket produce stream")
+            await check_transactional(
+                broker,
+                None,
+                topic,
+                partition,
+                request.batches,
+                self.transactional_id,
+                authorization=self.sock.authorization,
+                where="the WebSocket produce stream",
+            )
             result = await broker.append_batches(
                 principal, partition, topic, request.batches, acks=self.acks
             )
@@ -387,8 +397,10 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         await sock.accept(request)
         try:
             stream = ProduceStream(broker, sock, acks)
+            # a transactional producer's stream: its batches are verified with the coordinator
+            stream.transactional_id = request.query.get("transactional_id")
             if forwardable(request):
-                stream.upstreams = UpstreamProduce(broker, sock, acks)
+                stream.upstreams = UpstreamProduce(broker, sock, acks, stream.transactional_id)
             await stream.run()
         except Exception:
             logger.exception("ws produce stream failed")

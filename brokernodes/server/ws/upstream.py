@@ -290,10 +290,15 @@ class _Upstream:
 class UpstreamProduce:
     """A produce stream's upstream streams, one per leader (module docstring)."""
 
-    def __init__(self, broker: Broker, sock: StreamSocket, acks: int) -> None:
+    def __init__(
+        self, broker: Broker, sock: StreamSocket, acks: int, transactional_id: str | None = None
+    ) -> None:
         self.broker = broker
         self.sock = sock
         self.acks = "all" if acks == -1 else str(acks)
+        self.query = [("acks", self.acks)]
+        if transactional_id is not None:  # the leader verifies the batches with it
+            self.query.append(("transactional_id", transactional_id))
         self.streams: dict[int, _Upstream] = {}
         self._opening: dict[int, asyncio.Lock] = {}
 
@@ -312,7 +317,7 @@ class UpstreamProduce:
                 self.broker,
                 leader,
                 "/sluice/v1/ws/produce",
-                [("acks", self.acks)],
+                self.query,
                 self.sock.authorization,
             )
             up = self.streams[leader] = _Upstream(ws, leader)

@@ -156,7 +156,7 @@ def test_sdk_consumer_read_committed(node, mode):
         consumer.close()
 
 
-def test_binary_produce_refuses_transactional_batches(node):
+def test_binary_produce_refuses_transactional_batches_without_a_transactional_id(node):
     batch = encode_batch(
         [Record(1, None, b"x")],
         producer_id=99,
@@ -175,8 +175,11 @@ def test_binary_produce_refuses_transactional_batches(node):
     )
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req, timeout=TIMEOUT_S)
+    # without the producer's transactional_id nothing can verify it with a coordinator
+    assert e.value.code == 403
     doc = json.loads(e.value.read())
-    assert doc["error_code"] == "INVALID_RECORD" and "transactional.id" in doc["message"]
+    assert doc["error_code"] == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    assert "transactional_id" in doc["message"]
     # no transaction was opened: the LSO is where the mixed log left it
     assert node.partition.last_stable_offset == 8
     assert node.partition.log.log_end_offset == 10
