@@ -649,6 +649,11 @@ class PartitionLog(LogFlush):
         # rolled (and, under the lock, every reader of this log and the broker's loop).
         self._rolled_to = max(self._rolled_to, old.next_offset)
         self._rolled_now = True
+        if old.indexes_behind and self._recovery_point >= old.next_offset:
+            # A group commit fsynced the old segment's log but not its indexes, which
+            # recovery rebuilds only while the recovery point is inside it: it steps back
+            # inside until the flusher has fsynced the segment whole (docs/storage.md).
+            self._recovery_point = old.next_offset - 1
         return new
 
     # --- read --------------------------------------------------------------------------------

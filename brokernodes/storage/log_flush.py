@@ -46,9 +46,10 @@ class LogFlush:
 
     def flush_policy_to(self, offset: int) -> None:
         """fsync everything below ``offset`` for a deferred policy flush (``append`` with
-        ``defer_flush``); nothing to do if the recovery point is past it already. The
-        recovery-point checkpoint is written as a policy flush writes it."""
-        self._fsync_to(offset, checkpoint="policy")
+        ``defer_flush``: the group commit); nothing to do if the recovery point is past it
+        already. The recovery-point checkpoint is written as a policy flush writes it. The
+        active segment's log file is fsynced without its indexes (``_fsync_to``)."""
+        self._fsync_to(offset, checkpoint="policy", active_indexes=False)
 
     def maybe_flush(self, now_ms: int | None = None) -> bool:
         """The ``flush.ms`` ticker: flush if ``flush.ms`` passed since the last flush."""
@@ -117,6 +118,7 @@ class LogFlush:
         *,
         checkpoint: Literal["always", "policy", "never"],
         what: str = "the log",
+        active_indexes: bool = True,
     ) -> None:
         """fsync everything below ``target`` without holding the log's lock (Kafka's
         ``LocalLog.flush`` does not hold it either), then advance the recovery point to it.
@@ -127,19 +129,34 @@ class LogFlush:
         which this fsync may not cover any more) leaves the recovery point alone; a close
         meanwhile flushes everything itself. ``checkpoint``: write the recovery-point
         checkpoint ``"always"`` (explicit flush), at most every checkpoint interval
-        (``"policy"``), or ``"never"`` (rolled segments)."""
+        (``"policy"``), or ``"never"`` (rolled segments).
+
+        Without ``active_indexes`` the active segment's log file is fsynced alone: the
+        recovery point then stays inside that segment, and after a crash recovery rebuilds
+        the indexes of every segment from the one holding the recovery point on, so they
+        need no fsync of their own; they are fsynced when the segment rolls (the flusher)
+        or the log closes. Should the segment roll between the fsync and the recovery
+        point's advance, leaving the target on the next segment's base, the recovery point
+        stops one short of it (that segment's indexes are not on disk yet); a later flush
+        fsyncs the rolled segment whole."""
         with self._lock:
             if self._closed:
                 return
             target = min(target, self._log_end_offset)
             truncations = self._truncations
             fds: list[int] = []
+            log_only = None  # the segment fsynced without its indexes
             if target > self._recovery_point:
                 try:
+                    active = self._segments.last
                     for seg in self._segments.from_floor(self._recovery_point):
                         if seg.base_offset >= target:
                             break
-                        fds.extend(seg.dup_files())
+                        if not active_indexes and seg is active:
+                            log_only = seg
+                            fds.extend(seg.dup_log())
+                        else:
+                            fds.extend(seg.dup_files())
                 except OSError as e:
                     close_fds(fds)
                     raise KafkaStorageError(f"cannot flush {self.directory}: {e}") from e
@@ -163,6 +180,8 @@ class LogFlush:
         with self._lock:
             if self._closed:
                 return
+            if log_only is not None and self._segments.floor(target) is not log_only:
+                target -= 1  # rolled at the target meanwhile (docstring)
             if (
                 truncations == self._truncations
                 and self._recovery_point < target <= self._log_end_offset

@@ -80,6 +80,8 @@ class LogSegment:
         )
         self._dirty = False
         self._bytes_since_index = 0
+        # fsynced up to its log end without its indexes (``dup_log``): see ``PartitionLog._roll``
+        self.indexes_behind = False
         # Filled lazily by _load_tail() for a segment opened from disk.
         self._next_offset: int | None = base_offset if self.size == 0 else None
         ts, off = self.time_index.last_entry
@@ -397,7 +399,17 @@ class LogSegment:
         self.time_index.write_pending()
         if not self.fsync_enabled:
             return []
+        self.indexes_behind = False
         return [os.dup(self._fd), self.offset_index.dup_fd(), self.time_index.dup_fd()]
+
+    def dup_log(self) -> list[int]:
+        """A duplicate of the log file's fd alone (none with ``fsync=False``): the group
+        commit's fsync of the active segment, whose indexes recovery rebuilds after a crash
+        (docs/storage.md). The caller closes it."""
+        if not self.fsync_enabled:
+            return []
+        self.indexes_behind = True
+        return [os.dup(self._fd)]
 
     def flush(self) -> None:
         """fsync the log and both indexes (a no-op with ``fsync=False``)."""
