@@ -91,6 +91,22 @@ class ConsoleBrokerSerializer(serializers.Serializer):
     )
 
 
+class ConsoleOpenTransactionSerializer(serializers.Serializer):
+    producer_id = serializers.IntegerField()
+    producer_epoch = serializers.IntegerField()
+    first_offset = serializers.IntegerField(
+        help_text="its first record: read_committed readers wait here until it ends"
+    )
+    started_ms = serializers.IntegerField(
+        allow_null=True, help_text="its first batch's timestamp (epoch ms, the producer's clock)"
+    )
+    open_ms = serializers.IntegerField(
+        allow_null=True,
+        help_text="how long it has been open (a lower bound when its first batch is no longer "
+        "in the producer state), null when unknown",
+    )
+
+
 class ConsolePartitionStateSerializer(serializers.Serializer):
     partition = serializers.IntegerField()
     leader = serializers.IntegerField(help_text="-1: no leader")
@@ -102,6 +118,13 @@ class ConsolePartitionStateSerializer(serializers.Serializer):
     log_start_offset = serializers.IntegerField(allow_null=True)
     log_end_offset = serializers.IntegerField(allow_null=True)
     high_watermark = serializers.IntegerField(allow_null=True)
+    last_stable_offset = serializers.IntegerField(
+        allow_null=True,
+        help_text="the LSO: below it every transaction is decided (read_committed stops here)",
+    )
+    open_transactions = ConsoleOpenTransactionSerializer(
+        many=True, help_text="transactions open on this partition, oldest first (its leader's)"
+    )
 
 
 class ConsoleTopicStateSerializer(serializers.Serializer):
@@ -211,8 +234,8 @@ class ConsolePartitionsApi(TenantAPIView):
         tags=TAGS,
         parameters=[FilterSerializer],
         responses={200: ConsolePartitionStatesSerializer, **errors(400)},
-        description="Partitions of the organisation's topics with leader, replicas, ISR and "
-        "offsets (from the leaders). Poll it to draw rates.",
+        description="Partitions of the organisation's topics with leader, replicas, ISR, "
+        "offsets and open transactions (from the leaders). Poll it to draw rates.",
     )
     def get(self, request):
         f = validate_input(self.FilterSerializer, request.query_params)

@@ -5,6 +5,8 @@ about this tenant's topics."""
 
 from __future__ import annotations
 
+import time
+
 from django.utils import timezone
 
 from backend.cluster import partitions as cluster_partitions
@@ -89,6 +91,7 @@ def partition_states(*, organisation, topic_name: str | None = None) -> dict:
                     if p.get("leader") == bid and p.get("log_end_offset") is not None:
                         offsets[(t["name"], int(p["partition"]))] = p
     out = []
+    now_ms = int(time.time() * 1000)
     for t in topics:
         parts = []
         for a in by_topic[t.pk]:
@@ -107,7 +110,19 @@ def partition_states(*, organisation, topic_name: str | None = None) -> dict:
                     "log_start_offset": o.get("log_start_offset"),
                     "log_end_offset": o.get("log_end_offset"),
                     "high_watermark": o.get("high_watermark"),
+                    "last_stable_offset": o.get("last_stable_offset"),
+                    "open_transactions": open_transactions(o, now_ms),
                 }
             )
         out.append({"name": t.name, "partitions": parts})
     return {"ts": timezone.now(), "topics": out, "errors": errors}
+
+
+def open_transactions(leader_partition: dict, now_ms: int) -> list[dict]:
+    """The leader's open transactions of a partition, each with how long it has been open
+    (from its first batch's timestamp: the producer's clock, so never below zero)."""
+    out = []
+    for t in leader_partition.get("open_transactions") or []:
+        started = t.get("started_ms")
+        out.append({**t, "open_ms": None if started is None else max(0, now_ms - started)})
+    return out

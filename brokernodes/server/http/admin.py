@@ -9,11 +9,14 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from brokernodes.errors import UnauthenticatedError
+from brokernodes.server.http.open_txns import transaction_state
 from brokernodes.server.http.util import auth_header, json_response
 from brokernodes.server.protocol.request import SluiceRequest
 
 if TYPE_CHECKING:
     from brokernodes.server.broker import Broker
+
+NO_TXN_STATE = {"last_stable_offset": None, "open_transactions": []}
 
 
 def add_routes(app: web.Application, broker: Broker) -> None:
@@ -59,6 +62,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
                         "log_start_offset": log.log_start_offset if log else None,
                         "log_end_offset": log.log_end_offset if log else None,
                         "high_watermark": log.high_watermark if log else None,
+                        **(transaction_state(hosted) if hosted is not None else NO_TXN_STATE),
                     }
                 )
             topics.append(

@@ -269,7 +269,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description Partitions of the organisation's topics with leader, replicas, ISR and offsets (from the leaders). Poll it to draw rates. */
+        /** @description Partitions of the organisation's topics with leader, replicas, ISR, offsets and open transactions (from the leaders). Poll it to draw rates. */
         get: operations["console_partitions"];
         put?: never;
         post?: never;
@@ -1125,6 +1125,16 @@ export interface components {
             /** Format: int64 */
             partition?: number | null;
         };
+        ConsoleOpenTransaction: {
+            producer_id: number;
+            producer_epoch: number;
+            /** @description its first record: read_committed readers wait here until it ends */
+            first_offset: number;
+            /** @description its first batch's timestamp (epoch ms, the producer's clock) */
+            started_ms: number | null;
+            /** @description how long it has been open (a lower bound when its first batch is no longer in the producer state), null when unknown */
+            open_ms: number | null;
+        };
         ConsolePartitionRef: {
             topic: string;
             partition: number;
@@ -1141,6 +1151,10 @@ export interface components {
             log_start_offset: number | null;
             log_end_offset: number | null;
             high_watermark: number | null;
+            /** @description the LSO: below it every transaction is decided (read_committed stops here) */
+            last_stable_offset: number | null;
+            /** @description transactions open on this partition, oldest first (its leader's) */
+            open_transactions: components["schemas"]["ConsoleOpenTransaction"][];
         };
         ConsolePartitionStates: {
             /** Format: date-time */
