@@ -191,13 +191,13 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         _, qualified = qualified_id(request)
         broker.authorize(auth_header(request), "IDEMPOTENT_WRITE", "cluster")
         body, doc = await body_json(request)
+        timeout_ms = integer(doc, "transaction_timeout_ms", DEFAULT_TIMEOUT_MS, minimum=1)
+        pid = integer(doc, "producer_id", -1, minimum=-1)
+        epoch = integer(doc, "producer_epoch", -1, minimum=-1)
         find = lambda: broker.transactions.coordinator(qualified)  # noqa: E731
         forwarded = await elsewhere(request, find, body, "the transaction coordinator")
         if forwarded is not None:
             return forwarded
-        timeout_ms = integer(doc, "transaction_timeout_ms", DEFAULT_TIMEOUT_MS, minimum=1)
-        pid = integer(doc, "producer_id", -1, minimum=-1)
-        epoch = integer(doc, "producer_epoch", -1, minimum=-1)
         try:
             pid, epoch = await broker.transactions.init_producer_id(
                 qualified, timeout_ms, pid, epoch

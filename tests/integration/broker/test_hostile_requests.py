@@ -24,7 +24,11 @@ from tests.integration.broker.util import raw_request, status_of
 from tests.integration.conftest import DEFAULT_TOPICS
 
 AUTH = "Bearer sk_test.s3cret-test-value"
-TOPICS = {**DEFAULT_TOPICS, "__consumer_offsets": (4, {"cleanup.policy": "compact"})}
+TOPICS = {
+    **DEFAULT_TOPICS,
+    "__consumer_offsets": (4, {"cleanup.policy": "compact"}),
+    "__transaction_state": (4, {"cleanup.policy": "compact"}),
+}
 MAX_REQUEST_BYTES = 1 << 20
 PAST_INT64 = str(2**64 + 1)
 INT_PARAMS = (
@@ -63,6 +67,7 @@ PATH_VALUES = {
     "cursor": "c1",
     "tenant": "t1",
     "producer_id": "1",
+    "transactional_id": "t1",
     "tail": "topics",  # the control-plane pass-through's v3 paths
 }
 
