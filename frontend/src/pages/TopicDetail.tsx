@@ -7,6 +7,7 @@ import { usePartitionStates } from "../api/hooks/partitions";
 import { useRetentionReport } from "../api/hooks/reports";
 import { useAddPartitions, useTopic, type TopicDetail } from "../api/hooks/topics";
 import { Field } from "../components/Field";
+import { OpenTransactions } from "../components/OpenTransactions";
 import { TopicThroughput } from "../components/TopicThroughput";
 import { TopicConfigs } from "../components/TopicConfigs";
 import { Empty, ErrorState, FormError, Loading, fieldErrors } from "../components/States";
@@ -32,7 +33,7 @@ function Partitions({ topic }: { topic: TopicDetail }) {
           <thead>
             <tr>
               <th className="num">Partition</th><th>Leader</th><th>Replicas</th><th>In sync</th>
-              <th className="num">Log start</th><th className="num">Log end</th><th className="num">High watermark</th><th className="num">Size</th>
+              <th className="num">Log start</th><th className="num">Log end</th><th className="num">High watermark</th><th className="num" title="Last stable offset: read_committed consumers read up to here">Last stable</th><th className="num">Size</th>
             </tr>
           </thead>
           <tbody>
@@ -45,11 +46,18 @@ function Partitions({ topic }: { topic: TopicDetail }) {
                 <td className="num">{formatNumber(p.log_start_offset)}</td>
                 <td className="num">{formatNumber(p.log_end_offset)}</td>
                 <td className="num">{formatNumber(p.high_watermark)}</td>
+                <td className="num">{formatNumber(p.last_stable_offset)}</td>
                 <td className="num">{size[p.partition] === undefined ? <span className="muted">not measured yet</span> : formatBytes(size[p.partition])}</td>
               </tr>
             ))}
           </tbody>
         </table>
+      )}
+      {states.data && (
+        <section aria-label="Transactions">
+          <h3>Open transactions</h3>
+          <OpenTransactions partitions={parts} />
+        </section>
       )}
       {states.data?.errors.length ? (
         <p className="state error" role="status">Some partition state could not be read just now: {states.data.errors.join("; ")}.</p>
