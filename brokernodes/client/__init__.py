@@ -10,6 +10,7 @@
         consumer.seek_to_beginning()
         records = consumer.poll(1.0)
 
+``TransactionalProducer`` writes Kafka transactions (docs/sdk.md, "Transactions").
 ``AsyncProducer``, ``AsyncConsumer`` and ``AsyncAdmin`` are the asyncio versions; the blocking
 ones run them on a private event loop thread. See docs/data-plane-api.md for the wire API.
 """
@@ -25,6 +26,13 @@ from brokernodes.client.consumer import (
 from brokernodes.client.group_consumer import AsyncGroupConsumer, CommitFailedError, GroupConsumer
 from brokernodes.client.metadata import ClusterMetadata, TopicPartition
 from brokernodes.client.producer import AsyncProducer, Producer
+from brokernodes.client.transactional import (
+    AsyncTransactionalProducer,
+    ProducerFencedError,
+    TransactionAbortableError,
+    TransactionalProducer,
+    TransactionStateError,
+)
 
 __all__ = [
     "Admin",
@@ -32,6 +40,7 @@ __all__ = [
     "AsyncConsumer",
     "AsyncGroupConsumer",
     "AsyncProducer",
+    "AsyncTransactionalProducer",
     "ClusterMetadata",
     "CommitFailedError",
     "Consumer",
@@ -39,7 +48,11 @@ __all__ = [
     "GroupConsumer",
     "OffsetAndTimestamp",
     "Producer",
+    "ProducerFencedError",
     "RecordFuture",
     "RecordMetadata",
     "TopicPartition",
+    "TransactionAbortableError",
+    "TransactionStateError",
+    "TransactionalProducer",
 ]

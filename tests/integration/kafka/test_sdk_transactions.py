@@ -3,7 +3,8 @@ the binary produce with ``transactional_id``), on real broker processes with
 ``__transaction_state`` and ``__consumer_offsets``: a committed transaction is read once by
 the SDK's and by confluent-kafka's read_committed consumers, an aborted one never (HTTP and
 WebSocket produce); offsets sent with a transaction become the group's only when it commits;
-a second producer with the same transactional id fences the first; the binary produce
+a second producer with the same transactional id fences the first, and so does a
+transaction's timeout; the binary produce
 refuses a transactional batch for a partition the transaction did not add
 (INVALID_TXN_STATE), one without a transactional id and a control batch; the routes
 validate their input; on three brokers every call is forwarded to the coordinator."""
@@ -232,6 +233,24 @@ def test_a_second_producer_with_the_same_id_fences_the_first(broker):
         first.close()
         second.close()
     assert kafka_read_committed(broker.bootstrap, "sdk-txn", tag, 1) == [tag + b"-live"]
+
+
+def test_a_transaction_older_than_its_timeout_is_aborted_and_its_producer_fenced(broker):
+    tag = uuid.uuid4().hex[:6].encode()
+    with TransactionalProducer(
+        broker.url,
+        broker.api_key,
+        transactional_id=f"sdk-timeout-{tag.decode()}",
+        transaction_timeout_ms=1000,
+    ) as p:
+        p.init_transactions(T)
+        p.begin_transaction()
+        p.send("sdk-txn", tag + b"-late", partition=0)
+        p.flush(T)
+        time.sleep(2.5)  # the coordinator's timer aborts it, bumping the epoch
+        with pytest.raises(ProducerFencedError, match="timed out"):
+            p.commit_transaction(T)
+    assert kafka_read_committed(broker.bootstrap, "sdk-txn", tag, 0) == []
 
 
 def txn_batch(pid: int, epoch: int, seq: int = 0) -> bytes:
