@@ -12,7 +12,8 @@ same disk (a temporary directory). ``SLUICE_BENCH_SMOKE=1`` shrinks it to second
 
 Redis's ``always`` fsyncs once per event-loop turn for every command read in that turn, a
 group commit of its own; a Sluice partition shares one fsync among the produce requests
-waiting for it (docs/storage.md, group commit), at most one request per connection.
+waiting for it (docs/storage.md, group commit), and a pipelining connection's binary produces
+wait for it together (docs/data-plane-api.md, the lean front).
 """
 
 from __future__ import annotations

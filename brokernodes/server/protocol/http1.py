@@ -17,8 +17,9 @@ a request this core serves.
 
 Events, per request: ``Request`` (the parsed head), ``Data`` (the whole body, only if it is
 not empty: the front buffers bodies of at most ``max_body`` bytes), ``EndOfMessage``. The
-parser then pauses (``PAUSED``) until the caller has answered and calls ``start_next_cycle``:
-pipelined requests wait in the buffer and are answered in order. After a request with
+parser then pauses (``PAUSED``) until the caller calls ``start_next_cycle`` (the shell does
+once it has started serving the request; it keeps the answers in order): pipelined requests
+wait in the buffer meanwhile. After a request with
 ``Connection: close`` it stays paused for good (``keep_alive`` is False). ``NEED_DATA`` says
 more bytes are needed; ``state`` says whether a head or a body is under way (the shell's
 deadlines).
@@ -167,7 +168,7 @@ class RequestParser:
             self.state = IDLE
 
     def start_next_cycle(self) -> None:
-        """The last request is answered: parse the next one."""
+        """The last request is being served: parse the next one."""
         if self.state is not DONE or not self.keep_alive:
             raise RuntimeError(f"start_next_cycle in state {self.state}")
         self.state = HEAD if self.buf else IDLE

@@ -478,14 +478,15 @@ class Partition:
         self._plain_config = config
         return False
 
-    def _may_block(self, nbytes: int, headers: list[BatchHeader]) -> bool:
-        """Could this append fsync (flush policy), roll a segment (new files; the old
-        one's fsync is a flusher thread's), or copy so much into the page cache that the
+    def _may_block(self, nbytes: int, headers: list[BatchHeader], *, fsyncs: bool = True) -> bool:
+        """Could this append fsync (flush policy; not ``fsyncs`` for a leader's append,
+        whose fsync is the group commit's, after the append), roll a segment (new files; the
+        old one's fsync is a flusher thread's), or copy so much into the page cache that the
         loop would stall?"""
         if nbytes >= THREAD_APPEND_BYTES:
             return True
         c = self.log.config
-        if c.flush_messages != MAX_LONG or c.flush_ms != MAX_LONG:
+        if fsyncs and (c.flush_messages != MAX_LONG or c.flush_ms != MAX_LONG):
             return True
         active = self.log.segments.last
         if active is None or active.size == 0:
@@ -617,12 +618,14 @@ class Partition:
         """The append itself, under the append lock: this leader's epoch on every batch."""
         epoch = ls.leader_epoch
         try:
-            if self._may_block(len(buf), headers):
+            # deferred: the fsync a flush policy makes due is the group commit's, after the
+            # append lock (an append under a policy no longer pays a thread hop of its own)
+            if self._may_block(len(buf), headers, fsyncs=False):
                 info = await asyncio.to_thread(
                     self.log.append, buf, leader_epoch=epoch, defer_flush=True
                 )
             else:
-                info = self.log.append(buf, leader_epoch=epoch)
+                info = self.log.append(buf, leader_epoch=epoch, defer_flush=True)
         except KafkaStorageError as e:
             self._storage_failed(e)
             raise
