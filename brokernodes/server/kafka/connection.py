@@ -4,7 +4,19 @@ The bytes come from a :class:`~.framing.FrameReader` (the connection's asyncio p
 a request already whole in the receive buffer is taken without waiting on the event loop.
 
 Like Kafka's own socket server, a connection handles one request at a time and reads the
-next only once the answer is written, so answers are always in request order. Before SASL
+next only once the answer is written, so answers are always in request order, with one
+exception. A client pipelining Produce requests (librdkafka keeps up to
+``max.in.flight`` on a connection) gets them run concurrently when the next one is already
+buffered: a one-partition Produce with acks 1 or all starts as soon as the one before has
+appended (``append_order``: the partition signals when its append lock is released) or has
+been answered, so appends keep the order sent while the waits after them (a group commit's
+fsync, an acks=all wait) overlap and one fsync covers several requests. Answers are still
+written strictly in request order; at most ``MAX_PIPELINED`` run at once; any other request
+waits until every one before it is answered. A pipelined request that fails closes the
+connection after the answers before it (the ones after it are not written, though they may
+have appended, as a client cut off mid-pipeline may find). A one-request-at-a-time client
+never pays for this: with nothing buffered behind it a request runs in the connection's own
+task. A throttled pipelined answer mutes the connection from when it is written. Before SASL
 succeeds only ApiVersions, SaslHandshake and SaslAuthenticate are accepted (anything else
 closes the connection, as Kafka does), and the exchange must finish within the request-head
 timeout. A handler's ``throttle_time_ms`` mutes the connection for that long after the answer
@@ -49,6 +61,7 @@ from brokernodes.server.kafka.handlers.core import (
     authenticate,
 )
 from brokernodes.server.kafka.log_limit import PeerLogLimit
+from brokernodes.server.protocol.append_order import on_appended
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
 from brokernodes.server.protocol.kafka.codec import ProtocolError
@@ -75,6 +88,8 @@ _SIZE = struct.Struct(">i")
 # sasl.server.max.receive.size), so unauthenticated connections stay within the memory
 # budget ``http.connection_limits`` gives each of them.
 MAX_UNAUTHENTICATED_REQUEST_BYTES = 512 * 1024
+# Produce requests of one connection running at once (module docstring)
+MAX_PIPELINED = 16
 
 
 class CloseConnection(Exception):
@@ -117,12 +132,23 @@ class KafkaConnection:
             tls=transport.get_extra_info("sslcontext") is not None,
         )
         self._raw_sasl = False  # SaslHandshake v0: the next frame is a bare PLAIN token
-        self.busy = False  # between reading a request and writing its answer
+        self._handling = False  # between reading a request and writing its answer
+        # pipelined Produce requests not yet answered, oldest first: (task, answered); the
+        # future is True once its answer is written, False if it failed (nothing after it
+        # may be written)
+        self._pipeline: list[tuple[asyncio.Task, asyncio.Future]] = []
+        self._failed = False  # a pipelined request failed: the connection is closing
+        self._mute_until = 0.0  # loop time until which a throttled pipelined answer mutes
         self.task: asyncio.Task | None = None  # the task running ``run`` (the listener's)
         self._loop = asyncio.get_running_loop()
         # since when the connection has been waiting for a request (None: handling one)
         self._waiting_since: float | None = self._loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def busy(self) -> bool:
+        """Whether a request is being handled or an answer is owed (stopping waits)."""
+        return self._handling or bool(self._pipeline)
 
     @property
     def key_id(self) -> str | None:
@@ -151,18 +177,25 @@ class KafkaConnection:
             self.listener.pool.authenticated(self.transport)
             while not self.broker.stopping:
                 await self._one_request()
-        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
-            pass
-        except CloseConnection as e:
-            self._log_close(str(e))
-        except ProtocolError as e:
-            self._log_close(f"malformed request: {e}")
-        except Exception:
-            logger.exception("Kafka connection from %s failed; closing it", self.peer)
+        except Exception as e:
+            self._log_end(e)
         finally:
             if self._idle_timer is not None:
                 self._idle_timer.cancel()
+            if self._pipeline:  # requests started finish (their appends are made)
+                await asyncio.gather(*(t for t, _ in self._pipeline), return_exceptions=True)
             self.transport.abort() if self.broker.stopping else self.transport.close()
+
+    def _log_end(self, e: Exception) -> None:
+        """Why the connection ends, logged as its kind deserves."""
+        if isinstance(e, TimeoutError | asyncio.IncompleteReadError | ConnectionError):
+            return  # the client left, went silent, or a failure was logged already
+        if isinstance(e, CloseConnection):
+            self._log_close(str(e))
+        elif isinstance(e, ProtocolError):
+            self._log_close(f"malformed request: {e}")
+        else:
+            logger.error("Kafka connection from %s failed; closing it", self.peer, exc_info=e)
 
     def _arm_idle(self, when: float) -> None:
         self._idle_timer = self._loop.call_at(when, self._check_idle)
@@ -212,18 +245,118 @@ class KafkaConnection:
         return reader.take_frame(size)
 
     async def _one_request(self) -> None:
+        if self._mute_until:  # KIP-219 for a throttled pipelined answer
+            delay, self._mute_until = self._mute_until - self._loop.time(), 0.0
+            if delay > 0:
+                await asyncio.sleep(min(delay, self.broker.config.connections_max_idle_s))
         frame = await self._read_frame()
-        self.busy = True
+        self._handling = True
         try:
-            throttle_ms = await self._answer(frame)
+            header = request = None
+            if not self._raw_sasl and (self._pipeline or self.reader.frame_ready()):
+                header = parse_request_header(frame)
+                if header.supported and header.api_key == apis.PRODUCE:
+                    request = decode_request(header, frame)
+                    if _pipelinable(request):
+                        await self._start_pipelined(header, request)
+                        return
+            await self._settle()
+            throttle_ms = await self._answer(frame, header, request)
         finally:
-            self.busy = False
+            self._handling = False
         if throttle_ms > 0:
             # KIP-219: the client has been told; read nothing more for that long (bounded)
             await asyncio.sleep(min(throttle_ms / 1000, self.broker.config.connections_max_idle_s))
 
-    async def _answer(self, frame: bytes) -> int:
-        """Answer one request; the throttle time the answer reported (ms)."""
+    async def _start_pipelined(self, header: RequestHeader, request: dict) -> None:
+        """Start a Produce behind those in flight; return once it has appended or been
+        answered (the next request may then start) or, at the bound, once the oldest is
+        answered."""
+        pipeline = self._pipeline
+        while len(pipeline) >= MAX_PIPELINED:
+            await asyncio.shield(pipeline[0][1])
+        if self._failed:
+            raise ConnectionResetError("a pipelined request failed")
+        loop = self._loop
+        gate = loop.create_future()
+
+        def go(*_: object) -> None:
+            if not gate.done():
+                gate.set_result(None)
+
+        turn = pipeline[-1][1] if pipeline else None
+        answered = loop.create_future()
+        token = on_appended.set(go)  # the task's context copy carries it to the partition
+        try:
+            task = loop.create_task(self._pipelined(header, request, turn, answered))
+        finally:
+            on_appended.reset(token)
+        pipeline.append((task, answered))
+        task.add_done_callback(go)
+        await gate
+
+    async def _pipelined(
+        self,
+        header: RequestHeader,
+        request: dict,
+        turn: asyncio.Future | None,
+        answered: asyncio.Future,
+    ) -> None:
+        """One pipelined Produce: handled now, answered after the one before it."""
+        ok = False
+        try:
+            started = time.perf_counter()
+            body = None
+            try:
+                body = await HANDLERS[apis.PRODUCE](self.ctx, header, request)
+                ok = True
+            except UnauthenticatedError as e:
+                self._log_end(CloseConnection(f"key no longer valid: {e.message}"))
+            except Exception as e:
+                self._log_end(e)
+            if turn is not None and not await turn:
+                ok = False  # an earlier request failed: the connection is closing
+            if ok:
+                await self._write_answer(header, body)
+                self.listener.observe(header.api_key, time.perf_counter() - started)
+                self._mute_for(body)
+        except Exception as e:
+            ok = False
+            self._log_end(e)
+        finally:
+            answered.set_result(ok)
+            self._pipeline.remove((asyncio.current_task(), answered))  # type: ignore[arg-type]
+            if not ok and not self._failed:
+                self._failed = True
+                self.transport.close()  # after the answers before it, already written
+
+    def _mute_for(self, body) -> None:
+        """A throttled pipelined answer mutes the connection from now (KIP-219)."""
+        if type(body) is EncodedAnswer:
+            ms = body.throttle_time_ms
+        else:
+            ms = body.get("throttle_time_ms", 0) if body else 0
+        if ms > 0:
+            self._mute_until = max(self._mute_until, self._loop.time() + ms / 1000)
+
+    async def _settle(self) -> None:
+        """Until every pipelined request is answered (a failed one ends the connection)."""
+        while self._pipeline:
+            await asyncio.shield(self._pipeline[-1][1])
+        if self._failed:
+            raise ConnectionResetError("a pipelined request failed")
+
+    async def _write_answer(self, header: RequestHeader, body) -> None:
+        if type(body) is EncodedAnswer:
+            await self._send(encoded_frame(header, body.chunks, body.size))
+        elif body is not None:
+            await self._send(encode_response(header, body))
+
+    async def _answer(
+        self, frame: bytes, header: RequestHeader | None = None, request: dict | None = None
+    ) -> int:
+        """Answer one request (its header and body when already parsed); the throttle time
+        the answer reported (ms)."""
         if self._raw_sasl:  # SaslHandshake v0's bare token, answered with a bare frame
             self._raw_sasl = False
             try:
@@ -232,7 +365,8 @@ class KafkaConnection:
                 raise CloseConnection(f"SASL authentication failed: {e}") from None
             await self._send([_SIZE.pack(0)])
             return 0
-        header = parse_request_header(frame)
+        if header is None:
+            header = parse_request_header(frame)
         if not header.supported:
             await self._unsupported(header)
             return 0
@@ -242,7 +376,8 @@ class KafkaConnection:
                 "security.protocol=SASL_PLAINTEXT (or SASL_SSL) and sasl.mechanism=PLAIN"
             )
         self.ctx.client_id = header.client_id
-        request = decode_request(header, frame)
+        if request is None:
+            request = decode_request(header, frame)
         handler = HANDLERS[header.api_key]
         started = time.perf_counter()
         try:
@@ -260,10 +395,7 @@ class KafkaConnection:
             if files:
                 self.ctx.open_files = []
         try:
-            if type(body) is EncodedAnswer:  # the usual Produce or Fetch answer, encoded
-                await self._send(encoded_frame(header, body.chunks, body.size))
-            elif body is not None:
-                await self._send(encode_response(header, body))
+            await self._write_answer(header, body)
         finally:
             for f in files:
                 close_slices([s.fd for s in f.slices])
@@ -318,3 +450,16 @@ class KafkaConnection:
                 transport.write(chunk)
         if transport.get_write_buffer_size():  # else all of it is with the kernel
             await self._drain()
+
+
+def _pipelinable(request: dict) -> bool:
+    """A Produce that may start before the one before it is answered: one partition (its
+    append is the one ``append_order`` signals), an answer to order (acks 1 or all), no
+    transaction (its verification would run before the append)."""
+    topics = request["topic_data"]
+    return (
+        (request["acks"] == 1 or request["acks"] == -1)
+        and request.get("transactional_id") is None
+        and len(topics) == 1
+        and len(topics[0]["partition_data"]) == 1
+    )
