@@ -7,8 +7,12 @@ Turns every failure into one of three errors a person (and the retry logic) can 
   message names the URL and what to check.
 - ``ClientTimeoutError``: no answer within the request timeout (retriable).
 
-Connections are pooled per broker, at most ``max_connections_per_host`` at once (the
-producer's ``max_in_flight``).
+Requests run at most ``max_connections_per_host`` at once per broker (the producer's
+``max_in_flight``, the consumer's 64), so that many pooled connections serve them. Slots are
+handed out first come, first served (``slots.FairSlots``): a consumer's partitions beyond the
+limit each get their turn as long polls end, rather than losing every race to the partition
+that re-sends at once. WebSocket streams are not counted: each holds its connection for as
+long as it is open (a consumer's stream per partition), and would keep requests out for good.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any, NamedTuple
 import aiohttp
 import orjson
 
+from brokernodes.client.slots import FairSlots
 from brokernodes.errors import BrokerConnectionError, BrokerError, ClientTimeoutError
 
 __all__ = ["BATCH_CONTENT_TYPE", "HttpResponse", "HttpTransport", "normalize_url"]
@@ -61,6 +66,7 @@ class HttpTransport:
         self.request_timeout_s = request_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self._session: aiohttp.ClientSession | None = None
+        self._slots: dict[str, FairSlots] = {}  # per broker origin
         headers = {"User-Agent": USER_AGENT}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -70,8 +76,9 @@ class HttpTransport:
     def _ensure_session(self) -> aiohttp.ClientSession:
         session = self._session
         if session is None or session.closed:
+            # no limit here: ``request`` takes a slot first, and streams take none
             connector = aiohttp.TCPConnector(
-                limit=0, limit_per_host=self._limit, ttl_dns_cache=300, enable_cleanup_closed=False
+                limit=0, limit_per_host=0, ttl_dns_cache=300, enable_cleanup_closed=False
             )
             session = self._session = aiohttp.ClientSession(
                 connector=connector,
@@ -98,8 +105,9 @@ class HttpTransport:
         content_type: str | None = None,
         timeout_s: float | None = None,
     ) -> HttpResponse:
-        """One request; returns a 2xx answer or raises one of the errors above."""
-        session = self._ensure_session()
+        """One request; returns a 2xx answer or raises one of the errors above. The timeout
+        starts once the request has its slot: the wait for one is bounded by the requests
+        ahead (each by its own timeout), and a timeout there would send it to the back."""
         headers = None
         if json is not None:
             body = orjson.dumps(json)
@@ -109,7 +117,13 @@ class HttpTransport:
         elif content_type is not None:
             headers = {"Content-Type": content_type}
         timeout = self.request_timeout_s if timeout_s is None else timeout_s
+        origin = _origin(url)
+        slots = self._slots.get(origin)
+        if slots is None:
+            slots = self._slots[origin] = FairSlots(self._limit)
+        await slots.acquire()
         try:
+            session = self._ensure_session()
             async with asyncio.timeout(timeout):
                 async with session.request(
                     method, url, params=params, data=body, headers=headers
@@ -134,6 +148,8 @@ class HttpTransport:
                 f"({type(exc).__name__}: {exc})",
                 url=url,
             ) from None
+        finally:
+            slots.release()
         if status >= 400:
             raise BrokerError.from_response(status, data, url)
         return HttpResponse(status, resp_headers, data)
