@@ -13,6 +13,11 @@ With ``fetch_mode="websocket"`` the fetch task holds a ``/ws/consume`` stream (b
 instead: the broker pushes batches as they are appended, within the byte credit the task
 grants (``max_buffered_bytes``, given back as ``poll`` makes room).
 
+Requests to one broker share ``max_connections_per_broker`` connections (64). Partitions
+beyond that take turns: the transport serves requests first come, first served, so a queued
+fetch waits about one long poll (``fetch_max_wait_ms``) per ``max_connections_per_broker``
+requests ahead of it. WebSocket streams are not counted (one per partition).
+
 ``isolation_level="read_committed"`` reads only below each partition's last stable offset
 and drops the batches of aborted transactions (the long-poll fetch names them in its
 ``Sluice-Aborted-Transactions`` header; the WebSocket stream leaves them out), as Kafka's
@@ -90,6 +95,7 @@ class AsyncConsumer(Fetcher):
         check_crcs: bool = True,
         fetch_mode: str = "long_poll",
         isolation_level: str = "read_uncommitted",
+        max_connections_per_broker: int = 64,
         transport: HttpTransport | None = None,
     ) -> None:
         if isolation_level not in ISOLATION_LEVELS:
@@ -100,6 +106,15 @@ class AsyncConsumer(Fetcher):
         if fetch_mode not in FETCH_MODES:
             raise ValueError(
                 f"fetch_mode must be one of {', '.join(FETCH_MODES)}, not {fetch_mode!r}"
+            )
+        if (
+            isinstance(max_connections_per_broker, bool)
+            or not isinstance(max_connections_per_broker, int)
+            or max_connections_per_broker < 1
+        ):
+            raise ValueError(
+                f"max_connections_per_broker must be an integer of at least 1, "
+                f"not {max_connections_per_broker!r}"
             )
         if auto_offset_reset not in RESET_POLICIES:
             raise ValueError(
@@ -117,10 +132,11 @@ class AsyncConsumer(Fetcher):
         self.check_crcs = check_crcs
         self.fetch_mode = fetch_mode
         self.isolation_level = isolation_level
-        # A long poll answers after max_wait_ms at the latest: give it that on top.
+        # A long poll answers after max_wait_ms at the latest: give it that on top. The
+        # time a request waits for a connection (its turn) is not counted in its timeout.
         self._transport = transport or HttpTransport(
             api_key,
-            max_connections_per_host=64,
+            max_connections_per_host=max_connections_per_broker,
             request_timeout_s=request_timeout_ms / 1000 + fetch_max_wait_ms / 1000,
         )
         self._owns_transport = transport is None

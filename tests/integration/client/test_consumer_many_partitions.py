@@ -26,6 +26,7 @@ TOPICS: dict[str, tuple[int, dict[str, str]]] = {
     "many-backlog": (PARTITIONS, {}),
     "many-tail": (PARTITIONS, {}),
     "many-ws": (PARTITIONS, {}),
+    "many-few": (PARTITIONS, {}),
 }
 
 
@@ -126,3 +127,25 @@ def test_new_records_reach_every_partition_while_long_polls_wait(many_broker):
         counts = per_partition(records)
         assert {p: n for p, n in counts.items() if n != 1} == {}
         assert elapsed < 2 * WAIT_MS / 1000
+
+
+def test_a_few_connections_serve_many_partitions_in_turns(many_broker):
+    """``max_connections_per_broker=4``: 70 partitions' fetches take turns on four
+    connections and the backlog is still read whole, each record once."""
+    topic = "many-few"
+
+    async def main():
+        await produce_each(many_broker, topic, PER_PARTITION, "f")
+        async with AsyncConsumer(
+            many_broker.url,
+            many_broker.api_key,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=WAIT_MS,
+            max_connections_per_broker=4,
+        ) as c:
+            c.assign([(topic, p) for p in range(PARTITIONS)])
+            return await poll_until(c, PARTITIONS * PER_PARTITION, 5 * WAIT_MS / 1000)
+
+    records = run(main())
+    assert {p: n for p, n in per_partition(records).items() if n != PER_PARTITION} == {}
+    assert len({(r.partition, r.offset) for r in records}) == len(records)

@@ -13,6 +13,7 @@ import asyncio
 import pytest
 from aiohttp import web
 
+from brokernodes.client.consumer import AsyncConsumer
 from brokernodes.client.http import HttpTransport
 from brokernodes.client.slots import FairSlots
 
@@ -33,6 +34,12 @@ async def settle() -> None:
 def test_limit_must_be_positive():
     with pytest.raises(ValueError, match="at least 1"):
         FairSlots(0)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "8"])
+def test_the_consumer_refuses_a_connection_limit_that_is_not_a_positive_integer(bad):
+    with pytest.raises(ValueError, match="max_connections_per_broker must be an integer"):
+        AsyncConsumer("http://127.0.0.1:1", max_connections_per_broker=bad)
 
 
 def test_waiters_are_served_in_arrival_order_and_a_returner_queues_behind_them():
