@@ -73,6 +73,7 @@ from brokernodes.server.protocol.kafka.frames import (
     parse_request_header,
     response_frame,
 )
+from brokernodes.server.protocol.kafka.produce_request import decode_single
 from brokernodes.server.protocol.kafka.schema import snake
 
 if TYPE_CHECKING:
@@ -256,7 +257,7 @@ class KafkaConnection:
             if not self._raw_sasl and (self._pipeline or self.reader.frame_ready()):
                 header = parse_request_header(frame)
                 if header.supported and header.api_key == apis.PRODUCE:
-                    request = decode_request(header, frame)
+                    request = _decode(header, frame)
                     if _pipelinable(request):
                         await self._start_pipelined(header, request)
                         return
@@ -377,7 +378,7 @@ class KafkaConnection:
             )
         self.ctx.client_id = header.client_id
         if request is None:
-            request = decode_request(header, frame)
+            request = _decode(header, frame)
         handler = HANDLERS[header.api_key]
         started = time.perf_counter()
         try:
@@ -463,3 +464,12 @@ def _pipelinable(request: dict) -> bool:
         and len(topics) == 1
         and len(topics[0]["partition_data"]) == 1
     )
+
+
+def _decode(header: RequestHeader, frame: bytes) -> dict:
+    """A request's body: the usual Produce decoded directly, anything else generated."""
+    if header.api_key == apis.PRODUCE:
+        request = decode_single(frame, header.body_offset, header.api_version)
+        if request is not None:
+            return request
+    return decode_request(header, frame)
