@@ -71,6 +71,8 @@ class Worker:
         self.conf = conf
         self.procs: dict[int, subprocess.Popen] = {}
         self.incarnation = 0
+        self.die_in_commit = workdir / "die-in-commit"
+        self.conf["die_in_commit"] = str(self.die_in_commit)
 
     def start(self) -> int:
         self.incarnation += 1
@@ -276,11 +278,12 @@ def test_consume_transform_produce_under_kills(
         cluster.restart(coordinator)
         worker.wait_event(inc, "committed", after=n)
         cluster.wait_all_isr(topic_out, 3, timeout=30)
-        # the worker killed during EndTxn
-        n = len(worker.events(inc))
-        worker.wait_event(inc, "commit", after=n)
-        worker.kill(inc)
-        faults.append("kill -9 worker during EndTxn")
+        # the worker killed during EndTxn (by SIGKILL a few ms into its next commit)
+        worker.die_in_commit.touch()
+        wait_for("the worker killed in a commit", lambda: worker.procs[inc].poll() == -9, 60)
+        last = [e["ev"] for e in worker.events(inc)][-1]
+        assert last in ("commit", "committed"), f"killed after {last!r}"
+        faults.append(f"kill -9 worker during EndTxn (last event: {last})")
         inc = worker.start()
         worker.wait_event(inc, "committed")
         if long_run():

@@ -8,14 +8,19 @@ transaction is aborted on purpose (and its inputs read again). It prints one JSO
 event, flushed: ``start`` (the committed offsets it resumed from), ``txn`` (before writing),
 ``flushed`` (the outputs are in the log, undecided), ``commit`` (about to end it),
 ``committed``, ``aborted``, ``fenced``; and exits 0 once the input ends are committed, 3 on a
-fatal error. The config is one JSON argument (see ``main``).
+fatal error. When the file named ``die_in_commit`` appears, the next commit is cut short by
+SIGKILL. The config is one JSON argument (see ``main``).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import threading
 import time
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -90,6 +95,18 @@ def main(conf: dict) -> int:
     return 0
 
 
+def die_in_commit(conf) -> None:
+    """When the scenario has created the ``die_in_commit`` file: remove it and have this
+    process killed (SIGKILL) a few milliseconds into the commit about to start, so the kill
+    lands while EndTxn is in flight (a kill from outside, timed by the events, lands there
+    only by chance)."""
+    flag = Path(conf["die_in_commit"])
+    if not flag.exists():
+        return
+    flag.unlink()
+    threading.Timer(0.005, os.kill, (os.getpid(), signal.SIGKILL)).start()
+
+
 def end_one(conf, producer, consumer, key, outputs, after, n) -> bool:
     """One transaction; True if committed, False if aborted; exits on a fatal error."""
     try:
@@ -104,6 +121,7 @@ def end_one(conf, producer, consumer, key, outputs, after, n) -> bool:
         if conf["abort_every"] and n % conf["abort_every"] == 0:
             raise KafkaException(KafkaError(KafkaError._STATE, "aborted on purpose"))
         emit("commit", key=key)
+        die_in_commit(conf)
         retry(lambda: producer.commit_transaction(TIMEOUT_S))
         emit("committed", key=key)
         return True
