@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from brokernodes.client import AsyncGroupConsumer
 from brokernodes.client.consumer import AsyncConsumer
 from brokernodes.client.producer import AsyncProducer
 from harness.broker import BrokerLauncher, BrokerProcess
@@ -27,6 +28,8 @@ TOPICS: dict[str, tuple[int, dict[str, str]]] = {
     "many-tail": (PARTITIONS, {}),
     "many-ws": (PARTITIONS, {}),
     "many-few": (PARTITIONS, {}),
+    "many-group": (PARTITIONS, {}),
+    "__consumer_offsets": (4, {"cleanup.policy": "compact"}),
 }
 
 
@@ -149,3 +152,40 @@ def test_a_few_connections_serve_many_partitions_in_turns(many_broker):
     records = run(main())
     assert {p: n for p, n in per_partition(records).items() if n != PER_PARTITION} == {}
     assert len({(r.partition, r.offset) for r in records}) == len(records)
+
+
+def test_a_group_member_with_70_partitions_reads_them_all(many_broker):
+    """The group consumer fetches through the same consumer: one member owning all 70
+    partitions reads the backlog of each, then one new record per partition."""
+    topic = "many-group"
+
+    async def main():
+        await produce_each(many_broker, topic, PER_PARTITION, "g")
+        c = AsyncGroupConsumer(
+            many_broker.url,
+            many_broker.api_key,
+            group_id="many-group-g",
+            topics=[topic],
+            auto_offset_reset="earliest",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=200,
+            fetch_max_wait_ms=WAIT_MS,
+        )
+        await c.start()
+        try:
+            backlog: list = []
+            deadline = time.monotonic() + 15
+            while len(backlog) < PARTITIONS * PER_PARTITION and time.monotonic() < deadline:
+                backlog.extend(await c.poll(0.5))
+            await produce_each(many_broker, topic, 1, "gt")
+            tail: list = []
+            deadline = time.monotonic() + 2 * WAIT_MS / 1000
+            while len(tail) < PARTITIONS and time.monotonic() < deadline:
+                tail.extend(await c.poll(0.5))
+            return backlog, tail
+        finally:
+            await c.close()
+
+    backlog, tail = run(main())
+    assert {p: n for p, n in per_partition(backlog).items() if n != PER_PARTITION} == {}
+    assert {p: n for p, n in per_partition(tail).items() if n != 1} == {}
