@@ -19,11 +19,16 @@ twice. Options:
                                 (``kafka.compression.type`` too)
 ``batchSize``                   producer batch size in bytes (default 262144; ``kafka.batch.size``)
 ``lingerMs``                    producer linger (default 5; ``kafka.linger.ms``)
+``transactional.id.prefix``     write in transactions (``sink_txn``): read_committed readers
+                                see the whole write at its commit, or none of it
+``transaction.timeout.ms``      with a prefix: how long a write may take to commit (default
+                                and most 900000)
 ==============================  ==============================================================
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -58,6 +63,7 @@ from spark.datasource.sink_identity import (
     producer_id_for,
     resume_point,
 )
+from spark.datasource.sink_txn import TxnEnd, end_transactions, open_transaction, transactional_id
 
 logger = logging.getLogger("sluice.spark.sink")
 
@@ -84,6 +90,8 @@ class SinkOptions:
     compression: str
     batch_size: int
     linger_ms: float
+    txn_prefix: str | None = None  # transactional.id.prefix: the transactional mode
+    txn_timeout_ms: int = 900_000
 
     @classmethod
     def parse(cls, raw: dict[str, str], schema: StructType) -> SinkOptions:
@@ -128,8 +136,25 @@ class SinkOptions:
             raise SinkError(
                 f"option batchSize, lingerMs or compression: {e}", "INVALID_CONFIG"
             ) from e
+        prefix = o.get("transactional.id.prefix") or None
+        try:
+            txn_timeout_ms = int(o.get("transaction.timeout.ms", 900_000))
+            if not 0 < txn_timeout_ms <= 900_000:
+                raise ValueError(f"{txn_timeout_ms} is not in 1..900000")
+        except ValueError as e:
+            raise SinkError(f"option transaction.timeout.ms: {e}", "INVALID_CONFIG") from e
+        if prefix is not None and acks != "all":
+            raise SinkError("transactional.id.prefix needs acks=all", "INVALID_CONFIG")
         return cls(
-            urls, o["apikey"], topic, acks, o.get("compression", "none"), batch_size, linger_ms
+            urls,
+            o["apikey"],
+            topic,
+            acks,
+            o.get("compression", "none"),
+            batch_size,
+            linger_ms,
+            prefix,
+            txn_timeout_ms,
         )
 
 
@@ -184,6 +209,9 @@ class SinkCommitMessage(WriterCommitMessage):
     producer_id: int
     written: int
     already_written: int
+    # the transactional mode: the task's open transaction, which the driver ends
+    transactional_id: str | None = None
+    producer_epoch: int = -1
 
 
 def _task_context():
@@ -201,16 +229,22 @@ def write_task(options: SinkOptions, write_id: str, batch_id: int, batches) -> S
     from spark.datasource.sink_producer import SinkProducer
 
     spark_partition = _task_context().partitionId()
-    producer_id = producer_id_for(write_id, batch_id, spark_partition)
-    producer = SinkProducer(
-        options.bootstrap,
-        options.api_key,
-        producer_id=producer_id,
-        acks=options.acks,
-        compression=options.compression,
-        batch_size=options.batch_size,
-        linger_ms=options.linger_ms,
-    )
+    tid = None
+    if options.txn_prefix is not None:  # every record in this attempt's transaction
+        tid = transactional_id(options.txn_prefix, write_id, batch_id, spark_partition)
+        producer = open_transaction(options, tid)
+        producer_id = producer.producer_id
+    else:
+        producer_id = producer_id_for(write_id, batch_id, spark_partition)
+        producer = SinkProducer(
+            options.bootstrap,
+            options.api_key,
+            producer_id=producer_id,
+            acks=options.acks,
+            compression=options.compression,
+            batch_size=options.batch_size,
+            linger_ms=options.linger_ms,
+        )
     progress: dict[tuple[str, int], PartitionProgress] = {}
     partitions: dict[str, int] = {}
     keyless = KeylessPartitioner(producer_id, options.batch_size)
@@ -262,7 +296,9 @@ def write_task(options: SinkOptions, write_id: str, batch_id: int, batches) -> S
                     )
                 state = progress.get((topic, p))
                 if state is None:
-                    state = progress[(topic, p)] = _resume(producer, topic, p)
+                    state = progress[(topic, p)] = (
+                        PartitionProgress(0) if tid is not None else _resume(producer, topic, p)
+                    )
                 h = headers[i] if headers is not None else None
                 if not state.admit():
                     skipped += 1
@@ -286,11 +322,32 @@ def write_task(options: SinkOptions, write_id: str, batch_id: int, batches) -> S
         _check_failures(open_batches)
         for (topic, p), state in progress.items():
             state.finish(f"{topic}-{p}")
-    except SluiceError as e:
-        raise SinkError(e.message, e.error_code) from e
+    except BaseException as e:
+        if tid is not None:  # nothing of this attempt is ever read committed
+            with contextlib.suppress(Exception):
+                producer.abort_transaction(30)
+        if isinstance(e, SluiceError):
+            raise SinkError(e.message, e.error_code) from e
+        raise
     finally:
         producer.close(timeout=30)
+    if tid is not None:
+        return SinkCommitMessage(
+            spark_partition, producer_id, written, skipped, tid, producer.producer_epoch
+        )
     return SinkCommitMessage(spark_partition, producer_id, written, skipped)
+
+
+def end_writes(options: SinkOptions, messages, commit: bool) -> None:
+    """The transactional mode's end of a write: every task's transaction committed (or
+    aborted) by the driver."""
+    ends = [
+        TxnEnd(m.transactional_id, m.producer_id, m.producer_epoch)
+        for m in messages
+        if isinstance(m, SinkCommitMessage) and m.transactional_id is not None
+    ]
+    if ends:
+        end_transactions(options, ends, commit)
 
 
 def _as_bytes(column) -> list:
@@ -415,6 +472,7 @@ class SluiceSinkWriter(DataSourceArrowWriter):
         return write_task(self.options, self.write_id, 0, iterator)
 
     def commit(self, messages) -> None:
+        end_writes(self.options, messages, True)
         tasks, written, resumed = _summary(messages)
         logger.info(
             "sluice sink %s: %d tasks wrote %d records (%d found already written by "
@@ -426,6 +484,7 @@ class SluiceSinkWriter(DataSourceArrowWriter):
         )
 
     def abort(self, messages) -> None:
+        end_writes(self.options, messages, False)
         tasks, written, _ = _summary(messages)
         logger.warning(
             "sluice sink %s failed: the %d records its %d finished tasks wrote stay in the "
@@ -457,6 +516,7 @@ class SluiceStreamSinkWriter(DataSourceStreamArrowWriter):
         return write_task(self.options, query_id, int(batch_id), iterator)
 
     def commit(self, messages, batchId: int) -> None:
+        end_writes(self.options, messages, True)
         tasks, written, resumed = _summary(messages)
         logger.info(
             "sluice stream sink batch %d: %d tasks wrote %d records (%d already written "
@@ -468,6 +528,7 @@ class SluiceStreamSinkWriter(DataSourceStreamArrowWriter):
         )
 
     def abort(self, messages, batchId: int) -> None:
+        end_writes(self.options, messages, False)
         logger.warning(
             "sluice stream sink batch %d aborted: records already written stay; the "
             "query's retry of this batch skips them",
