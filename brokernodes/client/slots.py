@@ -5,7 +5,7 @@ once, before the waiter it woke runs. A consumer re-sends each partition's long 
 moment the last one ends, so with more partitions than connections the partitions that held
 one kept it and the others waited until their connect timeout, again and again. Here a freed
 slot goes straight to the oldest waiter, and a new request queues behind every waiter, so
-each partition gets its turn within about one long poll.
+each partition gets its turn: after about one long poll per ``limit`` requests ahead of it.
 """
 
 from __future__ import annotations
