@@ -402,24 +402,31 @@ def offset_rows(offsets: Mapping[Any, int] | Iterable[Any]) -> list[dict[str, An
 
 class TransactionalProducer(Producer):
     """Blocking transactional producer: ``AsyncTransactionalProducer`` on a private event
-    loop thread (``transactional_id=`` required). Each call blocks until done."""
+    loop thread (``transactional_id=`` required). Each call blocks until done, at most
+    ``timeout`` seconds (default ``max_block_ms``, as Kafka's producer bounds them), then
+    raises ``ClientTimeoutError``."""
 
     _async_class = AsyncTransactionalProducer
 
+    def _bounded(self, coro, timeout: float | None) -> Any:
+        return self._thread.run(coro, self.max_block_s if timeout is None else timeout)
+
     def init_transactions(self, timeout: float | None = None) -> None:
-        self._thread.run(self._producer.init_transactions(), timeout)
+        self._bounded(self._producer.init_transactions(), timeout)
 
     def begin_transaction(self) -> None:
-        self._thread.run(_call(self._producer.begin_transaction))
+        self._bounded(_call(self._producer.begin_transaction), None)
 
-    def send_offsets_to_transaction(self, offsets, group_id: str, **kw: Any) -> None:
-        self._thread.run(self._producer.send_offsets_to_transaction(offsets, group_id, **kw))
+    def send_offsets_to_transaction(
+        self, offsets, group_id: str, timeout: float | None = None, **kw: Any
+    ) -> None:
+        self._bounded(self._producer.send_offsets_to_transaction(offsets, group_id, **kw), timeout)
 
     def commit_transaction(self, timeout: float | None = None) -> None:
-        self._thread.run(self._producer.commit_transaction(timeout))
+        self._bounded(self._producer.commit_transaction(timeout), timeout)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
-        self._thread.run(self._producer.abort_transaction(timeout))
+        self._bounded(self._producer.abort_transaction(timeout), timeout)
 
 
 async def _call(fn) -> Any:
