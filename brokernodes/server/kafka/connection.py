@@ -6,8 +6,8 @@ a request already whole in the receive buffer is taken without waiting on the ev
 Like Kafka's own socket server, a connection handles one request at a time and reads the
 next only once the answer is written, so answers are always in request order, with one
 exception. A client pipelining Produce requests (librdkafka keeps up to
-``max.in.flight`` on a connection) gets them run concurrently when the next one is already
-buffered: a one-partition Produce with acks 1 or all starts as soon as the one before has
+``max.in.flight`` on a connection) gets them run concurrently when the next one has begun
+to arrive (bytes of it are in the receive buffer): a one-partition Produce with acks 1 or all starts as soon as the one before has
 appended (``append_order``: the partition signals when its append lock is released) or has
 been answered, so appends keep the order sent while the waits after them (a group commit's
 fsync, an acks=all wait) overlap and one fsync covers several requests. Answers are still
@@ -254,7 +254,7 @@ class KafkaConnection:
         self._handling = True
         try:
             header = request = None
-            if not self._raw_sasl and (self._pipeline or self.reader.frame_ready()):
+            if not self._raw_sasl and (self._pipeline or self.reader.buffered()):
                 header = parse_request_header(frame)
                 if header.supported and header.api_key == apis.PRODUCE:
                     request = _decode(header, frame)

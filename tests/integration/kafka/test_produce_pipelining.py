@@ -127,3 +127,38 @@ def test_a_metadata_request_and_an_error_wait_their_turn_in_a_pipeline(broker):
                (i < 5 or i > 11 or (i - 5) % 2 == 0)]  # fmt: skip
     assert on_zero == list(range(len(on_zero)))  # partition 0: the order sent
     assert _partition_answer(again)["base_offset"] == len(on_zero)
+
+
+def test_librdkafkas_pipelined_requests_append_each_record_once_in_order(broker):
+    """librdkafka with 5 requests in flight and linger.ms 0 on an fsyncing topic, 10 KB
+    records (1 MB batches): several of its requests reach the broker before the first is
+    answered and run overlapped; the log holds each record once, in the order produced.
+    (Its idempotent producer did not send a request before the one before was answered
+    here, so it is the plain producer that exercises the overlap.)"""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from tests.integration.kafka.conftest import confluent_config
+
+    producer = Producer(confluent_config(broker.bootstrap, **{
+        "enable.idempotence": False, "acks": "all", "linger.ms": 0,
+        "max.in.flight.requests.per.connection": 5}))  # fmt: skip
+    failed: list = []
+    count = 2000
+    pad = b"p" * 10_000  # 20 MB: librdkafka's 1 MB batches, several in flight at once
+    for i in range(count):
+        producer.produce(TOPIC, value=b"%d " % i + pad, partition=0,
+                         on_delivery=lambda err, _m: err and failed.append(err))  # fmt: skip
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    assert failed == []
+    consumer = Consumer(confluent_config(broker.bootstrap, **{
+        "group.id": "pipe-readback", "enable.auto.commit": False}))  # fmt: skip
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    values: list[int] = []
+    deadline = time.monotonic() + 30
+    while len(values) < count and time.monotonic() < deadline:
+        for m in consumer.consume(500, 1.0):
+            assert m.error() is None, m.error()
+            values.append(int(m.value().split()[0]))
+    consumer.close()
+    assert values == list(range(count))
