@@ -216,10 +216,10 @@ class KafkaTailReader:
 
     def stop(self) -> None:
         self._stop.set()
-        try:
-            self._worker.join(15)
-        finally:
-            self.consumer.close()
+        # join raises while the thread still polls; the client is then left open, as closing
+        # a consumer another thread polls aborts the whole process inside librdkafka
+        self._worker.join(15)
+        self.consumer.close()
         if self.fatal:
             raise AssertionError(f"librdkafka's consumer failed: {self.fatal}")
 
@@ -376,8 +376,8 @@ class KafkaGroupReader:
     def stop(self) -> None:
         """Stops the member after one last lookup of its committed offsets."""
         self._stop.set()
+        self._worker.join(20)  # raises while the thread still polls (see KafkaTailReader.stop)
         try:
-            self._worker.join(20)
             self.check_committed()
         finally:
             self.consumer.close()

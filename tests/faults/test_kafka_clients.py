@@ -13,6 +13,7 @@ load phases and more kills.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 
@@ -61,12 +62,15 @@ def cluster(kafka_cluster: KafkaFaultCluster) -> Iterator[KafkaFaultCluster]:
         yield kafka_cluster
     finally:
         kafka_cluster.heal()
+        KafkaRun.stop_unfinished()  # a scenario that failed before its finish()
 
 
 class KafkaRun:
     """A fresh topic under librdkafka's idempotent producer (and, with ``group``, a member
     of that group protocol consuming it); ``finish`` heals, stops the load, reads every
     partition to its end over Kafka, reads every replica raw and checks."""
+
+    unfinished: list[KafkaRun] = []  # runs whose clients may still be running
 
     def __init__(
         self,
@@ -92,12 +96,26 @@ class KafkaRun:
             if group
             else None
         )
+        KafkaRun.unfinished.append(self)
+
+    @classmethod
+    def stop_unfinished(cls) -> None:
+        """Stop the clients of runs a failed scenario left running, so they neither load the
+        next scenario nor poll brokers at interpreter exit; their own failures are the failed
+        scenario's, already reported."""
+        while cls.unfinished:
+            run = cls.unfinished.pop()
+            for client in (run.producer, run.tail, run.group):
+                if client is not None:
+                    with contextlib.suppress(AssertionError, KafkaException):
+                        client.stop()
 
     def kill(self, broker: int) -> None:
         self.history.fault(f"kill -9 broker {broker}")
         self.cluster.kill(broker)
 
     def finish(self) -> Verdict:
+        KafkaRun.unfinished.remove(self)
         self.cluster.heal()
         self.cluster.wait_all_isr(self.topic, 3, timeout=30)
         errors: list[AssertionError] = []
