@@ -5,24 +5,25 @@ a request already whole in the receive buffer is taken without waiting on the ev
 
 Like Kafka's own socket server, a connection handles one request at a time and reads the
 next only once the answer is written, so answers are always in request order, with one
-exception. A client pipelining Produce requests (librdkafka keeps up to
-``max.in.flight`` on a connection) gets them run concurrently when the next one has begun
-to arrive (bytes of it are in the receive buffer): a one-partition Produce with acks 1 or all starts as soon as the one before has
-appended (``append_order``: the partition signals when its append lock is released) or has
-been answered, so appends keep the order sent while the waits after them (a group commit's
-fsync, an acks=all wait) overlap and one fsync covers several requests. Answers are still
-written strictly in request order; at most ``MAX_PIPELINED`` run at once; any other request
-waits until every one before it is answered. A pipelined request that fails closes the
-connection after the answers before it (the ones after it are not written, though they may
-have appended, as a client cut off mid-pipeline may find). A one-request-at-a-time client
-never pays for this: with nothing buffered behind it a request runs in the connection's own
-task. A throttled pipelined answer mutes the connection from when it is written. Before SASL
-succeeds only ApiVersions, SaslHandshake and SaslAuthenticate are accepted (anything else
-closes the connection, as Kafka does), and the exchange must finish within the request-head
-timeout. A handler's ``throttle_time_ms`` mutes the connection for that long after the answer
-is sent (KIP-219). An API or version Sluice does not speak: ApiVersions gets its v0 answer
-with UNSUPPORTED_VERSION and the supported ranges (so the client can retry), anything else
-closes the connection, as Kafka does, since there is no schema to answer it in.
+exception. A client pipelining Produce requests (librdkafka keeps up to ``max.in.flight`` on
+a connection) gets them run concurrently when the next one has begun to arrive (bytes of it
+are in the receive buffer): a one-partition Produce with acks 1 or all starts as soon as the
+one before has appended (``append_order``: the partition signals when its append lock is
+released) or has been answered, so appends keep the order sent while the waits after them (a
+group commit's fsync, an acks=all wait) overlap and one fsync covers several requests.
+Answers are still written strictly in request order; at most ``MAX_PIPELINED`` run at once;
+any other request waits until every one before it is answered. A pipelined request that
+fails closes the connection after the answers before it (the ones after it are not written,
+though they may have appended, as a client cut off mid-pipeline may find). A
+one-request-at-a-time client never pays for this: with nothing buffered behind it a request
+runs in the connection's own task. A throttled pipelined answer mutes the connection from
+when it is written. Before SASL succeeds only ApiVersions, SaslHandshake and
+SaslAuthenticate are accepted (anything else closes the connection, as Kafka does), and the
+exchange must finish within the request-head timeout. A handler's ``throttle_time_ms`` mutes
+the connection for that long after the answer is sent (KIP-219). An API or version Sluice
+does not speak: ApiVersions gets its v0 answer with UNSUPPORTED_VERSION and the supported
+ranges (so the client can retry), anything else closes the connection, as Kafka does, since
+there is no schema to answer it in.
 
 Deadlines: SASL must finish within the request-head timeout from accept; a connection that
 sends nothing for ``connections_max_idle_s`` is closed (one timer per connection, re-armed
