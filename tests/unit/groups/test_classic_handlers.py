@@ -23,6 +23,7 @@ from brokernodes.server.auth import (
 from brokernodes.server.coordinator.group_coordinator import GroupCoordinator, Shard
 from brokernodes.server.coordinator.offsets_topic import partition_for
 from brokernodes.server.kafka.handlers import classic_groups as h
+from brokernodes.server.kafka.handlers import offset_commits
 from brokernodes.server.metadata.cluster import parse_metadata
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
@@ -320,7 +321,7 @@ def test_offset_commit_per_partition_errors_and_fetch_shapes(coord, version):
         ("orders", 0): 0,
         ("orders", 1): 0,
         ("orders", 7): kerr.UNKNOWN_TOPIC_OR_PARTITION,
-        ("orders", 2): h.OFFSET_METADATA_TOO_LARGE,
+        ("orders", 2): offset_commits.OFFSET_METADATA_TOO_LARGE,
     }
     hidden = call(
         h.offset_commit,

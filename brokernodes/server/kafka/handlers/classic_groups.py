@@ -16,23 +16,21 @@ from __future__ import annotations
 from functools import partial
 
 from brokernodes.errors import SluiceError, UnauthenticatedError
-from brokernodes.groups import ConsumerGroup, GroupIdNotFoundError, OffsetAndMetadata
+from brokernodes.groups import ConsumerGroup, GroupIdNotFoundError
 from brokernodes.groups import consumer_protocol as cp
 from brokernodes.groups.classic import ClassicGroup, ClassicState
 from brokernodes.groups.types import TopicPartition
-from brokernodes.server.coordinator.group_coordinator import now_ms
 from brokernodes.server.coordinator.offsets_topic import qualify
 from brokernodes.server.coordinator.service import GroupService
 from brokernodes.server.http.log_offsets import log_offsets
 from brokernodes.server.kafka import group_messages as gm
 from brokernodes.server.kafka.context import Handler, KafkaContext
+from brokernodes.server.kafka.handlers.offset_commits import offsets_to_commit
 from brokernodes.server.kafka.handlers.transactions import find_txn_coordinator
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
 from brokernodes.server.protocol.kafka.frames import RequestHeader
 
-OFFSET_METADATA_TOO_LARGE = 12
-MAX_OFFSET_METADATA = 4096  # offset.metadata.max.bytes
 MAX_GROUP_ID = 249
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
@@ -245,38 +243,7 @@ async def offset_commit(ctx: KafkaContext, header: RequestHeader, request: dict)
         code = _code(e)
         return _commit_answer(order, dict.fromkeys(order, code))
     groups = ctx.broker.groups
-    root = groups.metadata.global_image()
-    view = root if tenant is None else root.for_tenant(tenant)
-    allowed: dict[str, bool] = {}
-    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    ts = now_ms()
-    for t in request["topics"]:
-        name = t["name"] or ""
-        if name not in allowed:
-            try:
-                ctx.authorize("READ", "topic", name)
-                allowed[name] = True
-            except UnauthenticatedError:
-                raise
-            except SluiceError:
-                allowed[name] = False
-        topic = view.topics.get(name)
-        for p in t["partitions"]:
-            key = (name, p["partition_index"])
-            metadata = p["committed_metadata"] or ""
-            if not allowed[name]:
-                answers[key] = kerr.TOPIC_AUTHORIZATION_FAILED
-            elif topic is None or not 0 <= key[1] < len(topic.partitions):
-                answers[key] = kerr.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(metadata.encode()) > MAX_OFFSET_METADATA:
-                answers[key] = OFFSET_METADATA_TOO_LARGE
-            elif p["committed_offset"] < 0:
-                answers[key] = kerr.INVALID_COMMIT_OFFSET_SIZE
-            else:
-                epoch = p["committed_leader_epoch"]
-                offsets[TopicPartition(*key)] = OffsetAndMetadata(
-                    p["committed_offset"], epoch if epoch >= 0 else None, metadata, ts
-                )
+    offsets = offsets_to_commit(ctx, tenant, request["topics"], answers)
     if offsets:
         generation = request["generation_id_or_member_epoch"]
         member_id = request["member_id"] or None

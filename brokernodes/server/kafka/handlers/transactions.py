@@ -21,14 +21,13 @@ from brokernodes.server.coordinator.group_coordinator import now_ms
 from brokernodes.server.coordinator.offsets_topic import qualify, unqualify
 from brokernodes.server.kafka.context import Handler, KafkaContext
 from brokernodes.server.kafka.handlers.metadata import INTERNAL_TOPICS
+from brokernodes.server.kafka.handlers.offset_commits import offsets_to_commit
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
 from brokernodes.server.protocol.kafka.frames import RequestHeader
 from brokernodes.transactions.state import TxnError, TxnState
 
 MAX_TRANSACTIONAL_ID = 249  # as group ids: every id made over Kafka can be named elsewhere
-MAX_OFFSET_METADATA = 4096
-OFFSET_METADATA_TOO_LARGE = 12
 
 
 class InvalidTransactionalIdError(SluiceError):
@@ -201,37 +200,7 @@ async def txn_offset_commit(ctx: KafkaContext, header: RequestHeader, request: d
         tenant, _ = qualified_id(ctx, request["transactional_id"])
         group_id = request["group_id"] or ""
         ctx.authorize("READ", "group", group_id)
-        root = ctx.broker.metadata.global_image()
-        view = root if tenant is None else root.for_tenant(tenant)
-        allowed: dict[str, bool] = {}
-        ts = now_ms()
-        for t in request["topics"]:
-            name = t["name"] or ""
-            if name not in allowed:
-                try:
-                    ctx.authorize("READ", "topic", name)
-                    allowed[name] = True
-                except UnauthenticatedError:
-                    raise
-                except SluiceError:
-                    allowed[name] = False
-            topic = view.topics.get(name)
-            for p in t["partitions"]:
-                key = (name, p["partition_index"])
-                metadata = p["committed_metadata"] or ""
-                if not allowed[name]:
-                    answers[key] = kerr.TOPIC_AUTHORIZATION_FAILED
-                elif topic is None or not 0 <= key[1] < len(topic.partitions):
-                    answers[key] = kerr.UNKNOWN_TOPIC_OR_PARTITION
-                elif len(metadata.encode()) > MAX_OFFSET_METADATA:
-                    answers[key] = OFFSET_METADATA_TOO_LARGE
-                elif p["committed_offset"] < 0:
-                    answers[key] = kerr.INVALID_COMMIT_OFFSET_SIZE
-                else:
-                    epoch = p["committed_leader_epoch"]
-                    offsets[TopicPartition(*key)] = OffsetAndMetadata(
-                        p["committed_offset"], epoch if epoch >= 0 else None, metadata, ts
-                    )
+        offsets = offsets_to_commit(ctx, tenant, request["topics"], answers)
         if offsets:
             await ctx.broker.groups.txn_commit(
                 qualify(tenant, group_id),
