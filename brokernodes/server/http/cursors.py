@@ -23,7 +23,11 @@ from brokernodes.server.http.log_offsets import cluster_token, log_offsets
 from brokernodes.server.http.util import auth_header, json_response
 from brokernodes.server.protocol import cursor as cursors
 from brokernodes.server.protocol.forwarding import error_from
-from brokernodes.server.protocol.isolation import aborted_skip, read_committed_param
+from brokernodes.server.protocol.isolation import (
+    aborted_skip,
+    read_committed_param,
+    stable_aborted,
+)
 from brokernodes.server.protocol.json_records import render_batches
 from brokernodes.server.protocol.log_offsets import Query
 from brokernodes.server.protocol.params import choice_param, int_param
@@ -84,8 +88,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             skip = None
             if read_committed and data.slices:
                 part = broker.replicas.get_partition(topic, partition)
-                aborted = part.aborted_transactions(offset, part.last_stable_offset)
-                skip = aborted_skip((a[0], a[1], a[2]) for a in aborted)
+                skip = aborted_skip(stable_aborted(part, offset)[1])
             return render_batches(data.read_bytes(), offset, fmt, max_records=limit, skip=skip)
         # read from the leader with the caller's key, over the forwarder's pooled connections
         path = (

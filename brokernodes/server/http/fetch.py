@@ -30,6 +30,7 @@ from brokernodes.server.protocol.isolation import (
     aborted_header,
     aborted_skip,
     read_committed_param,
+    stable_aborted,
 )
 from brokernodes.server.protocol.json_records import render_batches
 from brokernodes.server.protocol.params import choice_param, int_param, timestamp_param
@@ -92,11 +93,8 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         )
 
     def stable(topic: str, p: int, offset: int) -> tuple[int, list[AbortedRange]]:
-        """The LSO and the aborted transactions from ``offset`` below it (read after the
-        data: the LSO only grows, so they cover what was read)."""
-        part = broker.replicas.get_partition(topic, p)
-        lso = part.last_stable_offset
-        return lso, [(a[0], a[1], a[2]) for a in part.aborted_transactions(offset, lso)]
+        """The LSO and the aborted transactions from ``offset`` below it."""
+        return stable_aborted(broker.replicas.get_partition(topic, p), offset)
 
     def limits(query) -> tuple[int, int]:
         max_bytes = int_param(

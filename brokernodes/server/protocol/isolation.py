@@ -33,6 +33,7 @@ __all__ = [
     "aborted_skip",
     "drop_aborted",
     "read_committed_param",
+    "stable_aborted",
 ]
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -47,6 +48,14 @@ def read_committed_param(query: Mapping[str, str]) -> bool:
     return choice_param(query, "isolation", ISOLATION_LEVELS, "read_uncommitted") == (
         "read_committed"
     )
+
+
+def stable_aborted(partition, start_offset: int) -> tuple[int, list[AbortedRange]]:
+    """A partition's last stable offset and the aborted transactions from ``start_offset``
+    below it (read after the data: the LSO only grows, so they cover what was read)."""
+    lso = partition.last_stable_offset
+    aborted = partition.aborted_transactions(start_offset, lso)
+    return lso, [(a.producer_id, a.first_offset, a.last_offset) for a in aborted]
 
 
 def aborted_skip(aborted: Iterable[AbortedRange]) -> Callable[[BatchHeader], bool] | None:

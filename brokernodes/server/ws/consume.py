@@ -33,7 +33,7 @@ from brokernodes.records.compression import max_inflated_bytes
 from brokernodes.records.header import iter_batches
 from brokernodes.server.http.forward import forwardable
 from brokernodes.server.http.sendfile import OpenSlice, close_slices, open_slices
-from brokernodes.server.protocol.isolation import aborted_skip, drop_aborted
+from brokernodes.server.protocol.isolation import aborted_skip, drop_aborted, stable_aborted
 from brokernodes.server.protocol.json_records import render_batches
 from brokernodes.server.protocol.ws_frames import (
     MAX_OUTSTANDING_CREDIT,
@@ -239,8 +239,7 @@ class ConsumeStream:
     @staticmethod
     def _aborted(p: Partition, offset: int) -> list[tuple[int, int, int]]:
         """The aborted transactions from ``offset`` below the LSO (read after the data)."""
-        lso = p.last_stable_offset
-        return [(a[0], a[1], a[2]) for a in p.aborted_transactions(offset, lso)]
+        return stable_aborted(p, offset)[1]
 
     async def _read_batches(self, p: Partition, offset: int, max_bytes: int) -> tuple[bytes, int]:
         """Whole batches from ``offset`` (at most ``max_bytes`` but the first batch whole),
