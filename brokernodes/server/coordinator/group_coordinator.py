@@ -57,7 +57,7 @@ from brokernodes.server.coordinator.txn_offsets import (
     pending_offsets,
     read_records_txn,
 )
-from brokernodes.server.metadata.cluster import ClusterMetadata
+from brokernodes.server.metadata.cluster import ClusterMetadata, TopicInfo
 
 if TYPE_CHECKING:
     from brokernodes.server.metadata.cluster import MetadataSource
@@ -118,6 +118,42 @@ class Coordinator:
     partition: int
     broker_id: int
     url: str | None
+
+
+def locate(image, topic: TopicInfo | None, qualified: str, missing: str) -> Coordinator:
+    """The coordinator of ``qualified`` (a group or transactional id): the leader of its
+    partition of ``topic`` (an internal topic of ``image``); ``missing`` says what is
+    unavailable while the topic does not exist."""
+    if topic is None or not topic.partitions:
+        raise CoordinatorNotAvailableError(missing)
+    number = partition_for(qualified, len(topic.partitions))
+    leader = topic.partitions[number].leader
+    return Coordinator(number, leader, image.broker_url(leader) if leader >= 0 else None)
+
+
+async def loaded_shard(shards: dict, c: Coordinator, broker_id: int, of: str, loading: str):
+    """This broker's shard for coordinator ``c`` once it has loaded; NOT_COORDINATOR
+    (naming the broker that is) when another broker leads ``c.partition``,
+    COORDINATOR_LOAD_IN_PROGRESS after 5 s of loading, COORDINATOR_NOT_AVAILABLE when the
+    load failed. ``of`` and ``loading`` name what the shard holds in those messages."""
+    shard = shards.get(c.partition)
+    if shard is None:
+        raise NotCoordinatorError(
+            f"broker {broker_id} is not the coordinator of this {of}; "
+            + (f"broker {c.broker_id} at {c.url} is" if c.url else "no broker is right now"),
+            c.broker_id,
+            c.url,
+        )
+    if not shard.loaded.is_set():
+        try:
+            await asyncio.wait_for(shard.loaded.wait(), 5)
+        except TimeoutError:
+            raise CoordinatorLoadInProgressError(
+                f"the coordinator is still loading {loading}; retry shortly"
+            ) from None
+    if shard.failed:
+        raise CoordinatorNotAvailableError("the coordinator could not load; retry shortly")
+    return shard
 
 
 class GroupCoordinator(ClassicGroupRequests, TxnOffsetRequests):
@@ -229,36 +265,22 @@ class GroupCoordinator(ClassicGroupRequests, TxnOffsetRequests):
 
     def coordinator(self, qualified: str) -> Coordinator:
         image = self.metadata.global_image()
-        topic = offsets_topic(image)
-        if topic is None or not topic.partitions:
-            raise CoordinatorNotAvailableError(
-                "the __consumer_offsets topic does not exist in this cluster yet; "
-                "consumer groups are unavailable until it is created"
-            )
-        number = partition_for(qualified, len(topic.partitions))
-        leader = topic.partitions[number].leader
-        return Coordinator(number, leader, image.broker_url(leader) if leader >= 0 else None)
+        return locate(
+            image,
+            offsets_topic(image),
+            qualified,
+            "the __consumer_offsets topic does not exist in this cluster yet; "
+            "consumer groups are unavailable until it is created",
+        )
 
     async def shard_for(self, qualified: str) -> Shard:
-        c = self.coordinator(qualified)
-        shard = self.shards.get(c.partition)
-        if shard is None:
-            raise NotCoordinatorError(
-                f"broker {self.metadata.current().broker_id} is not the coordinator of this group; "
-                + (f"broker {c.broker_id} at {c.url} is" if c.url else "no broker is right now"),
-                c.broker_id,
-                c.url,
-            )
-        if not shard.loaded.is_set():
-            try:
-                await asyncio.wait_for(shard.loaded.wait(), 5)
-            except TimeoutError:
-                raise CoordinatorLoadInProgressError(
-                    "the coordinator is still loading this group's offsets; retry shortly"
-                ) from None
-        if shard.failed:
-            raise CoordinatorNotAvailableError("the coordinator could not load; retry shortly")
-        return shard
+        return await loaded_shard(
+            self.shards,
+            self.coordinator(qualified),
+            self.metadata.current().broker_id,
+            "group",
+            "this group's offsets",
+        )
 
     def partition_counts(self, qualified: str, topics: Iterable[str]) -> dict[str, int]:
         tenant, _ = unqualify(qualified)

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING
 
 from brokernodes.server.coordinator.group_coordinator import (
     Coordinator,
-    CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
-    NotCoordinatorError,
+    loaded_shard,
+    locate,
 )
 from brokernodes.server.coordinator.offsets_topic import (
     OFFSETS_TOPIC,
@@ -194,37 +194,22 @@ class TransactionCoordinator:
 
     def coordinator(self, qualified: str) -> Coordinator:
         image = self.metadata.global_image()
-        topic = txn_topic(image)
-        if topic is None or not topic.partitions:
-            raise CoordinatorNotAvailableError(
-                "the __transaction_state topic does not exist in this cluster yet; "
-                "transactions are unavailable until it is created"
-            )
-        number = partition_for(qualified, len(topic.partitions))
-        leader = topic.partitions[number].leader
-        return Coordinator(number, leader, image.broker_url(leader) if leader >= 0 else None)
+        return locate(
+            image,
+            txn_topic(image),
+            qualified,
+            "the __transaction_state topic does not exist in this cluster yet; "
+            "transactions are unavailable until it is created",
+        )
 
     async def shard_for(self, qualified: str) -> TxnShard:
-        c = self.coordinator(qualified)
-        shard = self.shards.get(c.partition)
-        if shard is None:
-            raise NotCoordinatorError(
-                f"broker {self.metadata.current().broker_id} is not the coordinator of this "
-                "transactional id; "
-                + (f"broker {c.broker_id} at {c.url} is" if c.url else "no broker is right now"),
-                c.broker_id,
-                c.url,
-            )
-        if not shard.loaded.is_set():
-            try:
-                await asyncio.wait_for(shard.loaded.wait(), 5)
-            except TimeoutError:
-                raise CoordinatorLoadInProgressError(
-                    "the coordinator is still loading its transactions; retry shortly"
-                ) from None
-        if shard.failed:
-            raise CoordinatorNotAvailableError("the coordinator could not load; retry shortly")
-        return shard
+        return await loaded_shard(
+            self.shards,
+            self.coordinator(qualified),
+            self.metadata.current().broker_id,
+            "transactional id",
+            "its transactions",
+        )
 
     # --- writing -----------------------------------------------------------------------
 
