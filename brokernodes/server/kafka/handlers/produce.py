@@ -34,6 +34,7 @@ from brokernodes.server.kafka.handlers import transactions
 from brokernodes.server.kafka.handlers.metadata import INTERNAL_TOPICS, leader_hint
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
+from brokernodes.server.transactions.produce_check import transactional_header
 
 if TYPE_CHECKING:
     from brokernodes.server.auth import Principal
@@ -52,9 +53,6 @@ COORDINATOR_UNREACHABLE = frozenset(
 )
 _LENGTH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
-_PRODUCER_ID = struct.Struct(">q")
-_PRODUCER_ID_AT = 43  # after attributes, last offset delta and the two timestamps
-_EPOCH_AT = 51
 
 
 def has_transactional_batch(buf) -> bool:
@@ -72,31 +70,11 @@ def has_transactional_batch(buf) -> bool:
     return False
 
 
-def first_batch_header(buf) -> tuple[bool, bool, int, int]:
-    """(any transactional batch, any control batch, producer id, epoch of the first
-    transactional one) of ``buf``, from a header walk as ``has_transactional_batch``."""
-    pos, end = 0, len(buf)
-    txn = control = False
-    pid = epoch = -1
-    while pos + ATTRIBUTES_AT + 2 <= end:
-        (attributes,) = _ATTRIBUTES.unpack_from(buf, pos + ATTRIBUTES_AT)
-        control = control or bool(attributes & CONTROL_BIT)
-        if attributes & TRANSACTIONAL_BIT and not txn and pos + _EPOCH_AT + 2 <= end:
-            txn = True
-            (pid,) = _PRODUCER_ID.unpack_from(buf, pos + _PRODUCER_ID_AT)
-            (epoch,) = _ATTRIBUTES.unpack_from(buf, pos + _EPOCH_AT)
-        (length,) = _LENGTH.unpack_from(buf, pos + LENGTH_AT)
-        if length <= 0:
-            break
-        pos += LENGTH_AT + 4 + length
-    return txn, control, pid, epoch
-
-
 async def _txn_error(
     ctx: KafkaContext, qualified: str | None, topic: str, index: int, records
 ) -> dict | None:
     """The answer refusing a transactional or control batch, or None when it may go on."""
-    txn, control, pid, epoch = first_batch_header(records)
+    txn, control, pid, epoch = transactional_header(records)
     if control:
         return partition_error(
             index, kerr.INVALID_RECORD, "control batches are written by the coordinator only"
