@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,6 +84,55 @@ class Stack:
         )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
+
+
+def call(stack: Stack, method: str, url: str, body=None) -> tuple[int, object]:
+    """An API call with Demo's API key; the status and the decoded JSON body."""
+    req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode())
+    req.method = method
+    req.add_header("Authorization", f"Bearer {stack.state['api_key']}")
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def topic_read_by_group(stack: Stack, new_topic: dict, record: dict, group: str) -> str:
+    """Create ``new_topic`` (the topics API's body), produce ``record`` to it (Confluent v3
+    body) and have ``group`` read and commit it, so the topic's tabs and the group's page have
+    something to show; the topic's name."""
+    from brokernodes.client import GroupConsumer
+
+    topic = new_topic["name"]
+    status, doc = call(stack, "POST", f"{stack.url}/api/v1/topics/", new_topic)
+    assert status in (200, 201), doc
+    cluster = f"{stack.state['leader_url']}/v3/clusters/{stack.state['cluster_id']}"
+    deadline = time.monotonic() + 20
+    while True:  # the new partition's leader may take a moment to be known
+        status, doc = call(stack, "POST", f"{cluster}/topics/{topic}/records", record)
+        if status == 200:
+            break
+        assert time.monotonic() < deadline, (status, doc)
+        time.sleep(0.5)
+    consumer = GroupConsumer(
+        stack.state["brokers"],
+        stack.state["api_key"],
+        group_id=group,
+        topics=[topic],
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    try:
+        got, deadline = [], time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            got += consumer.poll(timeout=1.0)
+        assert got, "the group read nothing"
+        consumer.commit()
+    finally:
+        consumer.close()
+    return topic
 
 
 def browse_script(stack: Stack, script: str, *, timeout: float = 420, **env: str) -> str:

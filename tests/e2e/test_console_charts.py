@@ -9,59 +9,20 @@ from __future__ import annotations
 import json
 import re
 import time
-import urllib.error
-import urllib.request
 
-from .conftest import ARTIFACTS, Stack, browse_script
+from .conftest import ARTIFACTS, Stack, browse_script, call, topic_read_by_group
 
 GROUP = "charts-readers"
 
 
-def call(stack: Stack, method: str, url: str, body=None) -> tuple[int, object]:
-    req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode())
-    req.method = method
-    req.add_header("Authorization", f"Bearer {stack.state['api_key']}")
-    req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
-
-
 def charts_topic(stack: Stack) -> str:
     """A topic with a record, read and committed by GROUP, so the group's page exists."""
-    from brokernodes.client import GroupConsumer
-
-    topic = f"charts-{int(time.time()):x}"
-    status, doc = call(stack, "POST", f"{stack.url}/api/v1/topics/", {"name": topic})
-    assert status in (200, 201), doc
-    cluster = f"{stack.state['leader_url']}/v3/clusters/{stack.state['cluster_id']}"
-    record = {"partition_id": 0, "value": {"type": "STRING", "data": "charts"}}
-    deadline = time.monotonic() + 20
-    while True:  # the new partition's leader may take a moment to be known
-        status, doc = call(stack, "POST", f"{cluster}/topics/{topic}/records", record)
-        if status == 200:
-            break
-        assert time.monotonic() < deadline, (status, doc)
-        time.sleep(0.5)
-    consumer = GroupConsumer(
-        stack.state["brokers"],
-        stack.state["api_key"],
-        group_id=GROUP,
-        topics=[topic],
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
+    return topic_read_by_group(
+        stack,
+        {"name": f"charts-{int(time.time()):x}"},
+        {"partition_id": 0, "value": {"type": "STRING", "data": "charts"}},
+        GROUP,
     )
-    try:
-        got, deadline = [], time.monotonic() + 30
-        while not got and time.monotonic() < deadline:
-            got += consumer.poll(timeout=1.0)
-        assert got, "the group read nothing"
-        consumer.commit()
-    finally:
-        consumer.close()
-    return topic
 
 
 def test_charts_draw_history_on_first_load(stack: Stack) -> None:
