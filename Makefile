@@ -10,7 +10,7 @@ QUICK ?=
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup up test lint fmt unit bench clean faults console-setup kafka-tools
+.PHONY: setup up test lint fmt unit bench clean faults console-setup kafka-tools native
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c "import sys; assert sys.version_info[:2] == (3, 11), sys.version" || { echo "Sluice needs Python 3.11 (python3.11 on PATH)"; exit 1; }
@@ -62,10 +62,17 @@ test: lint console-setup kafka-tools
 faults: setup
 	SLUICE_FAULTS_LONG=1 $(VENV)/bin/pytest tests/faults -s
 
-## Benchmarks: `make bench` (all) or `make bench BENCH=storage [QUICK=1]`.
-bench: setup
-	$(PY) -m bench $(BENCH) $(if $(QUICK),--quick,)
+## Benchmarks: `make bench` (all) or `make bench BENCH=storage [QUICK=1] [NATIVE=1]` (NATIVE: brokers
+## run the compiled hot modules, docs/native-build.md).
+bench: setup $(if $(NATIVE),native,)
+	$(PY) -m bench $(BENCH) $(if $(QUICK),--quick,) $(if $(NATIVE),--native,)
 	$(PY) -m bench.perf_doc
+
+## The compiled hot modules (optional; docs/native-build.md): Cython compiles the broker's
+## per-request modules into var/native/; brokers started with SLUICE_NATIVE=1 load them.
+native: setup
+	@$(PY) -c "import Cython" 2>/dev/null || $(PY) -m pip install --quiet -e ".[native]"
+	$(PY) infra/build_native.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache .hypothesis .import_linter_cache
