@@ -17,7 +17,7 @@ a broker that leads the partition pays nothing for it. The forward:
   is ``503 NETWORK_EXCEPTION`` (the outcome is unknown; never sent twice from here). No
   leader to send to is ``503 LEADER_NOT_AVAILABLE``. Both are retriable.
 
-The HTTP client is the lean keep-alive client of ``forward_client.py`` (connections to
+The HTTP client is the lean keep-alive client of ``server/lean_client.py`` (connections to
 each leader kept while idle less than ``KEEPALIVE_S``, well inside the leader's own idle
 limit); broker URLs that are not plain ``http://host:port`` go through one pooled
 ``aiohttp.ClientSession``. WebSocket upstreams (``ws/upstream.py``) use a session of their own.
@@ -30,7 +30,7 @@ import functools
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 import aiohttp
 import orjson
@@ -38,7 +38,7 @@ from aiohttp import web
 from prometheus_client import Counter
 
 from brokernodes.errors import SluiceError
-from brokernodes.server.http.forward_client import LeanClient, NotSent
+from brokernodes.server.lean_client import LeanClient, NotSent, plain_http
 from brokernodes.server.protocol.forwarding import (
     FORWARDED_HEADER,
     REQUEST_HEADERS,
@@ -76,10 +76,8 @@ def forwarder(broker: Broker) -> Forwarder:
 def _plain_http(url: str) -> tuple[str, int] | None:
     """(host, port) of an ``http://host:port`` broker URL, for the lean client; None for
     anything else (TLS, a path prefix), which goes through aiohttp's client."""
-    parts = urlsplit(url)
-    if parts.scheme != "http" or parts.path not in ("", "/") or not parts.hostname:
-        return None
-    return parts.hostname, parts.port or 80
+    peer = plain_http(url)
+    return peer[:2] if peer is not None and peer[2] in ("", "/") else None
 
 
 def forwardable(request: Any) -> bool:
@@ -191,7 +189,7 @@ class Forwarder:
             broker_id, url = target()
             try:
                 peer = _plain_http(url)
-                if peer is not None:  # the lean client (forward_client.py)
+                if peer is not None:  # the lean client (server/lean_client.py)
                     answer = await self.lean.request(
                         method,
                         peer[0],

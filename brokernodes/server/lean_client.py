@@ -1,7 +1,9 @@
-"""A lean HTTP/1.1 keep-alive client for forwarding calls to other brokers.
+"""A lean HTTP/1.1 keep-alive client for a broker's calls to other brokers: forwarded calls
+(``http/forward.py``) and replica fetches (``replica/fetcher.py``).
 
 Why not aiohttp's client: a forwarded call costs the forwarding broker a whole client
-exchange on top of serving the call, and the broker has one event loop. aiohttp's client
+exchange on top of serving the call, a follower makes one exchange per fetch, and the broker
+has one event loop. aiohttp's client
 (URL objects, cookie jar, tracing, a response object with its own parser) costs several
 times what this does for the one shape a broker talks to another broker in: a request with
 a known-length body, an answer with ``Content-Length`` (chunked and read-to-close answers are
@@ -19,6 +21,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 MAX_HEAD = 64 * 1024
 
@@ -32,6 +35,15 @@ class BadAnswer(ConnectionError):
 
 
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+def plain_http(url: str) -> tuple[str, int, str] | None:
+    """(host, port, path) of an ``http://host[:port][/path]`` URL, the one kind this client
+    speaks to; None for anything else (TLS), which callers send through aiohttp's client."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        return None
+    return parts.hostname, parts.port or 80, parts.path
 
 
 class LeanClient:

@@ -1,5 +1,6 @@
-"""The lean forwarding client against a small HTTP server on loopback: keep-alive reuse,
-Content-Length, chunked and read-to-close answers, and the not-sent / sent split."""
+"""The lean client (forwarded calls, replica fetches) against a small HTTP server on
+loopback: keep-alive reuse, Content-Length, chunked and read-to-close answers, and the
+not-sent / sent split."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import socket
 
 import pytest
 
-from brokernodes.server.http.forward_client import LeanClient, NotSent
+from brokernodes.server.lean_client import LeanClient, NotSent
 
 
 def run(coro):
@@ -103,3 +104,17 @@ def test_refused_is_not_sent_and_a_dropped_answer_is_not():
             server.close()
 
     run(main())
+
+
+def test_replica_fetches_take_the_lean_client_for_plain_http_leaders():
+    """The replica fetcher's choice: a plain ``http://host:port`` leader URL (with the
+    fetch path) goes through the lean client, TLS through aiohttp's."""
+    from brokernodes.server.lean_client import plain_http
+
+    assert plain_http("http://127.0.0.1:9092/sluice/v1/topics/t/partitions/0/batches") == (
+        "127.0.0.1",
+        9092,
+        "/sluice/v1/topics/t/partitions/0/batches",
+    )
+    assert plain_http("http://broker-1/x") == ("broker-1", 80, "/x")
+    assert plain_http("https://127.0.0.1:9443/x") is None
