@@ -112,18 +112,22 @@ class AsyncGroupConsumer:
         self.assignor = assignor
         self.on_partitions_revoked = on_partitions_revoked
         self.on_partitions_assigned = on_partitions_assigned
-        # The coordinator's requests (heartbeat, commit, offset fetch) have connections of
-        # their own: the fetcher keeps a long poll open per partition, and a heartbeat or a
-        # revocation's commit queued behind them would wait for a long poll to end.
-        self._transport = HttpTransport(
-            api_key, max_connections_per_host=8, request_timeout_s=request_timeout_ms / 1000 + 1
-        )
         self._consumer = AsyncConsumer(
             url,
             api_key,
             auto_offset_reset=auto_offset_reset,
             request_timeout_ms=request_timeout_ms,
             **consumer_config,
+        )
+        # The coordinator's requests (heartbeat, commit, offset fetch) have slots of their
+        # own: the fetcher keeps a long poll open per partition, and a heartbeat or a
+        # revocation's commit queued behind them would wait for a long poll to end. They
+        # share the consumer's pool of connections (an idle one serves either).
+        self._transport = HttpTransport(
+            api_key,
+            max_connections_per_host=8,
+            request_timeout_s=request_timeout_ms / 1000 + 1,
+            share=self._consumer._transport,
         )
         self._subscriptions: list[str] = sorted(set(topics))
         self._send_subscriptions = True
@@ -140,6 +144,8 @@ class AsyncGroupConsumer:
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()
         self._hb_task: asyncio.Task | None = None
+        self._hb_sent = 0  # heartbeats sent; the one whose answer was applied last:
+        self._hb_applied = 0
         self._last_commit = time.monotonic()
         self._started = False
         self._closed = False
@@ -216,11 +222,12 @@ class AsyncGroupConsumer:
         self._check_open()
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
+            # cleared first: a change that comes while this one is applied ends the wait
+            self._changed.clear()
             await self._maybe_auto_commit()
             await self._apply_assignment()
             remaining = deadline - time.monotonic()
             wait = min(max(remaining, 0.0), self._interval_s)
-            self._changed.clear()
             records = await self._poll_or_change(wait, max_records)
             if records:
                 # where the consumer stands now: after the last record of each partition
@@ -236,9 +243,9 @@ class AsyncGroupConsumer:
         records, for a caller that is not polling now (a stream out of credit): waits up to
         ``timeout`` for a change, or until ``wake`` is set."""
         self._check_open()
+        self._changed.clear()
         await self._maybe_auto_commit()
         await self._apply_assignment()
-        self._changed.clear()
         waits = [asyncio.ensure_future(self._changed.wait())]
         if wake is not None:
             waits.append(asyncio.ensure_future(wake.wait()))
@@ -363,46 +370,82 @@ class AsyncGroupConsumer:
             log.info("group %s: auto-commit failed: %s", self.group_id, e)
 
     async def _apply_assignment(self) -> None:
-        if self._lost:
-            self._lost = False
-            lost = set(self._owned)
-            self._drop(lost)
+        # until the member holds its target: the target may change while the positions of
+        # new partitions are looked up (the heartbeat reporting them owned goes out first)
+        while True:
+            if self._lost:
+                self._lost = False
+                lost = set(self._owned)
+                self._drop(lost)
+                if lost:
+                    await self._call(self.on_partitions_revoked, lost)
+            revoked = self._owned - self._target
+            if revoked:
+                if self.enable_auto_commit:
+                    try:
+                        await self._commit(self._positions_of(revoked))
+                    except SluiceError as e:
+                        log.info("group %s: commit before revoking failed: %s", self.group_id, e)
+                await self._call(self.on_partitions_revoked, revoked)
+                self._drop(revoked)
+                self._wake.set()
+            added = self._target - self._owned
+            if not added:
+                return
+            await self._take_partitions(added)
+            if self._owned == self._target and not self._lost:
+                return
+
+    async def _take_partitions(self, added: set[TopicPartition]) -> None:
+        """Own ``added`` from now on and fetch them once every position is known.
+
+        A heartbeat reporting them owned (so a revocation of them waits for this member)
+        goes out with the committed offsets' lookup, and its answer is awaited: assignments
+        change in bursts (members starting together), and a partition the target has lost by
+        then is released at once, neither reset nor fetched nor handed to the listeners. The
+        first member of a group starting together would otherwise look up and fetch every
+        partition, to give most of them away a moment later."""
+        self._owned |= added
+        try:
+            heard, found = await asyncio.gather(
+                self._heartbeat(), self.committed(added), return_exceptions=True
+            )
+            if isinstance(found, BaseException):
+                raise found
+            if isinstance(heard, SluiceError):  # the heartbeat task retries (or rejoins)
+                log.info("group %s: heartbeat after an assignment failed: %s", self.group_id, heard)
+            elif isinstance(heard, BaseException):
+                raise heard
+            lost = added - self._target
             if lost:
-                await self._call(self.on_partitions_revoked, lost)
-        revoked = self._owned - self._target
-        if revoked:
-            if self.enable_auto_commit:
-                try:
-                    await self._commit(self._positions_of(revoked))
-                except SluiceError as e:
-                    log.info("group %s: commit before revoking failed: %s", self.group_id, e)
-            await self._call(self.on_partitions_revoked, revoked)
-            self._drop(revoked)
+                # taken back already: released at once (the heartbeat this wakes says so,
+                # while the rest are looked up), never handed to the caller
+                self._owned -= lost
+                added = added - lost
+                self._wake.set()
+            wanted = set(added)
+            committed = {tp: o for tp, o in found.items() if tp in wanted}
+            fresh = sorted(tp for tp in wanted if tp not in committed)
+            # no committed offset: auto_offset_reset, resolved now (all at once, before
+            # their fetch tasks start) so the position is committed and the next owner
+            # starts there too
+            reset = await self._consumer.reset_offsets(fresh)
+        except BaseException:
+            self._owned -= added  # not taken: the next poll tries again
             self._wake.set()
-        added = self._target - self._owned
-        if added:
-            # owned from now on (heartbeats report them, so a revocation of them waits for
-            # this member), fetched once every position is known
-            self._owned |= added
-            try:
-                committed = await self.committed(added)
-                fresh = sorted(tp for tp in added if tp not in committed)
-                # no committed offset: auto_offset_reset, resolved now (all at once, before
-                # their fetch tasks start) so the position is committed and the next owner
-                # starts there too
-                reset = await self._consumer.reset_offsets(fresh)
-            except BaseException:
-                self._owned -= added  # not taken: the next poll tries again
-                raise
-            self._consumer.assign(sorted(self._owned))
-            for tp in sorted(added):
-                if tp in committed:
-                    self._positions[tp] = self._committed[tp] = committed[tp]
-                else:
-                    self._positions[tp] = reset[tp]
+            raise
+        fetched = self._owned & self._target
+        self._consumer.assign(sorted(fetched))
+        for tp in sorted(wanted):
+            if tp in committed:
+                self._positions[tp] = self._committed[tp] = committed[tp]
+            else:
+                self._positions[tp] = reset[tp]
+            if tp in fetched:
                 self._consumer.seek(tp, self._positions[tp])
+        if added:
             await self._call(self.on_partitions_assigned, added)
-            self._wake.set()
+        self._wake.set()
 
     def _drop(self, tps: set[TopicPartition]) -> None:
         self._owned -= tps
@@ -470,24 +513,37 @@ class AsyncGroupConsumer:
         raise error or BrokerError("COORDINATOR_NOT_AVAILABLE", "no coordinator is known")
 
     async def _request(self, method: str, what: str, body: dict | None = None) -> dict:
+        """A request to the group's coordinator. With none known yet the first attempt goes to
+        the first bootstrap broker, which is the coordinator or names it (NOT_COORDINATOR
+        with its URL, followed at once): on one broker, or by luck, the lookup costs no round
+        trip of its own. Later attempts look it up (``_find_coordinator``) and back off."""
         attempt = 0
         while True:
             attempt += 1
             try:
-                url = self._coordinator or await self._find_coordinator()
+                url = self._coordinator
+                if url is None:
+                    url = self._urls[0] if attempt == 1 else await self._find_coordinator()
                 resp = await self._transport.request(
                     method, url + self._group_path(what), json=body
                 )
+                if self._coordinator is None:
+                    self._coordinator = url
                 return resp.json()
             except BrokerError as e:
                 if e.error_code not in _COORDINATOR_MOVED or attempt >= 20:
                     raise
                 moved = e.details.get("coordinator_url")
                 self._coordinator = str(moved).rstrip("/") if moved else None
+                if moved and attempt == 1:
+                    continue  # told where it is: no need to wait
             except (BrokerConnectionError, ClientTimeoutError):
+                guessed = self._coordinator is None and attempt == 1
                 self._coordinator = None
                 if attempt >= 20 or self._closed:
                     raise
+                if guessed:
+                    continue  # the first bootstrap broker is down: look it up from the others
             await asyncio.sleep(min(1.0, 0.05 * 2 ** min(attempt, 5)) * random.uniform(0.8, 1.2))
 
     async def _post(self, what: str, body: dict) -> dict:
@@ -504,12 +560,20 @@ class AsyncGroupConsumer:
                 self._heartbeat_loop(), name=f"sluice-group-{self.group_id}"
             )
 
-    async def _heartbeat(self) -> None:
+    async def _heartbeat(self, wait_ms: int = 0) -> None:
+        """One heartbeat; ``wait_ms``: a waiting one (the coordinator holds it until this
+        member has news or the wait ends). An answer to a heartbeat sent before the one
+        whose answer was applied last is stale and left out (the commit's heartbeat may
+        overtake a held one)."""
+        self._hb_sent += 1
+        seq = self._hb_sent
         body: dict[str, Any] = {
             "member_id": self.member_id,
             "member_epoch": self.member_epoch,
             "owned": _tp_list(self._owned),
         }
+        if wait_ms > 0:
+            body["wait_ms"] = wait_ms
         if self.instance_id:
             body["instance_id"] = self.instance_id
         if self.member_epoch == 0 or self._send_subscriptions:
@@ -521,7 +585,15 @@ class AsyncGroupConsumer:
             if self.assignor:
                 body["assignor"] = self.assignor
         sent_subscriptions = "subscriptions" in body
-        doc = await self._post("heartbeat", body)
+        try:
+            doc = await self._post("heartbeat", body)
+        except BrokerError:
+            if seq < self._hb_applied:
+                return  # a later heartbeat was answered: this one's error is stale too
+            raise
+        if seq < self._hb_applied:
+            return
+        self._hb_applied = seq
         if sent_subscriptions:
             self._send_subscriptions = False
         self.member_id = doc["member_id"]
@@ -535,10 +607,46 @@ class AsyncGroupConsumer:
             self._target = target
             self._changed.set()
 
+    def _settled(self) -> bool:
+        """Joined, the subscription sent, and holding exactly the partitions the last answer
+        gave: nothing to tell the coordinator, so the heartbeat may wait for news."""
+        return (
+            self.member_epoch > 0
+            and not self._send_subscriptions
+            and not self._lost
+            and self._owned == self._target
+        )
+
+    async def _waiting_heartbeat(self, wait_ms: int) -> None:
+        """A heartbeat the coordinator may hold up to ``wait_ms`` until there is news for this
+        member; abandoned (its connection closed) when the member has something to say
+        first (``_wake``: a subscription change, partitions released)."""
+        heartbeat = asyncio.ensure_future(self._heartbeat(wait_ms))
+        woken = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait((heartbeat, woken), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+            if not heartbeat.done():
+                heartbeat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat
+        if not heartbeat.cancelled():
+            heartbeat.result()
+
     async def _heartbeat_loop(self) -> None:
         while not self._closed:
+            # cleared before the heartbeat: a wake while it is out is not lost
+            self._wake.clear()
+            wait_ms = 0
+            if self._settled():
+                wait_ms = int(min(self._interval_s, self._transport.request_timeout_s / 2) * 1000)
+            sent = time.monotonic()
             try:
-                await self._heartbeat()
+                if wait_ms:
+                    await self._waiting_heartbeat(wait_ms)
+                else:
+                    await self._heartbeat()
                 self.last_error = None
             except asyncio.CancelledError:
                 raise
@@ -555,11 +663,18 @@ class AsyncGroupConsumer:
             except SluiceError as e:
                 self.last_error = e
                 log.info("group %s: heartbeat failed: %s", self.group_id, e)
-            self._wake.clear()
             wait = self._interval_s / PENDING_SPEEDUP if self._pending else self._interval_s
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait):
-                    await self._wake.wait()
+            if self._settled():
+                # nothing to apply: the next heartbeat waits for news at the broker. A held
+                # one waited out (part of) the interval already; a broker that does not hold
+                # heartbeats answers at once, and the member waits as before
+                wait = wait - (time.monotonic() - sent) if wait_ms else 0
+            # else: news to apply; ``poll`` wakes this loop once it has (a heartbeat before
+            # that would have nothing new to say)
+            if wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await self._wake.wait()
 
     def _check_open(self) -> None:
         if self._closed:

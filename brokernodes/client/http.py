@@ -60,7 +60,13 @@ class HttpTransport:
         max_connections_per_host: int = 5,
         request_timeout_s: float = 30.0,
         connect_timeout_s: float = 10.0,
+        share: HttpTransport | None = None,
     ) -> None:
+        # ``share``: use that transport's session (its pool of keep-alive connections, which
+        # it closes) with slots of this one's own, so that requests of another kind never
+        # queue behind its requests but reuse its idle connections (the group consumer's
+        # coordinator requests beside its fetches)
+        self._share = share
         self._api_key = api_key
         self._limit = max(1, max_connections_per_host)
         self.request_timeout_s = request_timeout_s
@@ -74,6 +80,8 @@ class HttpTransport:
         self._batch_headers = {"Content-Type": BATCH_CONTENT_TYPE}
 
     def _ensure_session(self) -> aiohttp.ClientSession:
+        if self._share is not None:
+            return self._share._ensure_session()
         session = self._session
         if session is None or session.closed:
             # no limit here: ``request`` takes a slot first, and streams take none
@@ -90,6 +98,8 @@ class HttpTransport:
         return session
 
     async def close(self) -> None:
+        if self._share is not None:
+            return  # the session is the sharing transport's to close
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None

@@ -177,13 +177,16 @@ class ConsumerGroup:
         owned: Iterable[TopicPartition] | None = None,
         instance_id: str | None = None,
         rebalance_timeout_ms: int | None = None,
+        renew_session: bool = True,
     ) -> HeartbeatResponse:
         """Handle one ``ConsumerGroupHeartbeat``.
 
         ``member_epoch`` 0 joins (or rejoins after a fence, having released everything), -1
         leaves, -2 is a static member's temporary leave. ``subscriptions`` and ``owned`` are
         ``None`` when unchanged since the last heartbeat (as in KIP-848); a member must report
-        ``owned`` to complete a revocation.
+        ``owned`` to complete a revocation. ``renew_session=False`` leaves the session deadline
+        where the member's last heartbeat put it: a heartbeat the coordinator held and answers
+        again later (``has_news``) says nothing about whether the member is still alive.
         """
         if isinstance(subscriptions, str):
             raise InvalidGroupRequestError("subscriptions must be a list of topic names")
@@ -202,9 +205,27 @@ class ConsumerGroup:
                 self._bump_group_epoch()
         if rebalance_timeout_ms is not None:
             member.rebalance_timeout_ms = rebalance_timeout_ms
-        member.session_deadline_ms = now_ms + member.session_timeout_ms
+        if renew_session:
+            member.session_deadline_ms = now_ms + member.session_timeout_ms
         self._reconcile(member, owned_set if member_epoch != 0 else EMPTY, now_ms)
         return self._response(member)
+
+    def has_news(self, member_id: str, member_epoch: int, owned: frozenset[TopicPartition]) -> bool:
+        """Whether a heartbeat of ``member_id`` at ``member_epoch`` reporting ``owned`` would
+        now be answered with something the member does not know yet: partitions to revoke or
+        to take (a pending one released), a new member epoch, or an error (it left or was
+        fenced). A waiting heartbeat is held until this turns true (or its wait ends)."""
+        member = self.members.get(member_id)
+        if member is None or member.left or member.member_epoch != member_epoch:
+            return True
+        if member.revoking:
+            return not owned & member.revoking  # released: the revocation completes
+        if owned != member.assigned:
+            return True
+        target = self.target.get(member_id, EMPTY)
+        if member.assigned - target or member.member_epoch != self.target_assignment_epoch:
+            return True
+        return any(self.owners.get(tp, member_id) == member_id for tp in target - member.assigned)
 
     def leave(self, member_id: str, now_ms: int, *, static: bool = False) -> HeartbeatResponse:
         """Leave the group (epoch -1), or with ``static`` leave temporarily (epoch -2)."""

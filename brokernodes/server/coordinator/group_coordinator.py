@@ -70,6 +70,7 @@ MIN_SESSION_TIMEOUT_MS = 1_000
 MAX_SESSION_TIMEOUT_MS = 300_000
 DEFAULT_SESSION_TIMEOUT_MS = 45_000
 DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000
+MAX_HEARTBEAT_WAIT_MS = 30_000  # the longest a waiting heartbeat is held
 TIMER_INTERVAL_S = 0.1
 
 
@@ -173,6 +174,8 @@ class GroupCoordinator(ClassicGroupRequests, TxnOffsetRequests):
         self.client_ids: dict[tuple[str, str], str] = {}  # (group, member) -> client id
         self.client_hosts: dict[tuple[str, str], str] = {}  # (group, member) -> host
         self.known_ends: dict = {}  # (tenant, tp) -> a high watermark seen (commit checks)
+        # set (and dropped) when a group's records change: waiting heartbeats look again
+        self._group_changed: dict[str, asyncio.Event] = {}
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -184,6 +187,7 @@ class GroupCoordinator(ClassicGroupRequests, TxnOffsetRequests):
     async def close(self) -> None:
         for shard in self.shards.values():  # parked classic requests: find a coordinator
             self._fail_waiters(shard, "COORDINATOR_NOT_AVAILABLE")
+        self._wake_waiting()
         for t in [*self._tasks, *self._loads]:
             t.cancel()
         for t in [*self._tasks, *self._loads]:
@@ -211,6 +215,7 @@ class GroupCoordinator(ClassicGroupRequests, TxnOffsetRequests):
             if led.get(number) != shard.leader_epoch:
                 del self.shards[number]
                 self._fail_waiters(shard)
+                self._wake_waiting()  # their next look answers NOT_COORDINATOR
                 logger.info("no longer coordinating %s-%d", topic and topic.name, number)
         for number, epoch in led.items():
             if number not in self.shards:
@@ -304,7 +309,8 @@ class GroupCoordinator(ClassicGroupRequests, TxnOffsetRequests):
     ) -> None:
         """Append the group's changed records (and ``extra``) with acks=all; call under the
         shard's lock, after applying the change in memory. Then answers the parked requests
-        a classic group's change completed (only once their outcome is durable)."""
+        a classic group's change completed (only once their outcome is durable), and wakes
+        the group's waiting heartbeats if the group changed."""
         group = current = shard.groups.get(gid)
         if group is not None and group.is_empty and not shard.offsets.fetch(gid):
             # an empty group with no committed offsets is gone (Kafka expires it)
@@ -312,6 +318,7 @@ class GroupCoordinator(ClassicGroupRequests, TxnOffsetRequests):
             group = None
         after = group_records(group) if group is not None else {}
         records = record_diff(shard.written.get(gid, {}), after)
+        changed = bool(records)  # the group itself, not only offsets
         records.extend(extra)
         if records:
             p = self._partition(self.metadata.global_image(), shard.partition)
@@ -330,6 +337,10 @@ class GroupCoordinator(ClassicGroupRequests, TxnOffsetRequests):
             shard.written.pop(gid, None)
         else:
             shard.written[gid] = after
+        if changed:
+            event = self._group_changed.pop(gid, None)
+            if event is not None:
+                event.set()
         if isinstance(current, ClassicGroup):
             self._resolve(shard, gid, current.drain())
         for callback in self.on_change:
@@ -350,9 +361,89 @@ class GroupCoordinator(ClassicGroupRequests, TxnOffsetRequests):
         assignor: str | None = None,
         session_timeout_ms: int | None = None,
         heartbeat_interval_ms: int | None = None,
+        wait_ms: int = 0,
     ) -> HeartbeatResponse:
         """ConsumerGroupHeartbeat (KIP-848). A join (epoch 0) to a group that does not
-        exist creates it with the given assignor and timeouts."""
+        exist creates it with the given assignor and timeouts.
+
+        ``wait_ms`` (Sluice's HTTP heartbeat; Kafka's has none) makes it a long poll: when the
+        answer tells a member reporting ``owned`` nothing new (the same epoch, it holds
+        exactly its assignment, nothing to revoke), it is held until the group changes in a way the
+        member must hear of (``ConsumerGroup.has_news``: partitions to revoke, a pending
+        partition released, a new epoch), and then answered as a heartbeat sent at that
+        moment would be, or until ``wait_ms`` (at most the group's heartbeat interval) has
+        passed, answered as it stands. A member so learns of a rebalance within a round trip
+        instead of at its next heartbeat. The session deadline stays where the heartbeat's
+        arrival put it."""
+        response = await self._heartbeat(
+            qualified,
+            member_id,
+            member_epoch,
+            subscriptions=subscriptions,
+            owned=owned,
+            instance_id=instance_id,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            assignor=assignor,
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+        )
+        if wait_ms <= 0 or owned is None or response.member_epoch <= 0:
+            return response
+        owned_set = frozenset(TopicPartition(*tp) for tp in owned)
+        if (
+            response.member_epoch != member_epoch
+            or response.assignment != owned_set
+            or response.revoking
+        ):
+            return response  # news already (a new epoch, partitions to take or revoke)
+        loop = asyncio.get_running_loop()
+        wait_s = min(wait_ms, response.heartbeat_interval_ms, MAX_HEARTBEAT_WAIT_MS) / 1000
+        deadline = loop.time() + wait_s
+        while True:
+            event = self._group_changed.setdefault(qualified, asyncio.Event())
+            shard = await self.shard_for(qualified)
+            group = shard.groups.get(qualified)
+            if not isinstance(group, ConsumerGroup) or group.has_news(
+                response.member_id, response.member_epoch, owned_set
+            ):
+                # as if the member sent the same heartbeat again now (it has seen nothing
+                # since: this answer is its next), its session left as it was
+                return await self._heartbeat(
+                    qualified,
+                    response.member_id,
+                    response.member_epoch,
+                    owned=list(owned_set),
+                    renew_session=False,
+                )
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return response
+            try:
+                await asyncio.wait_for(event.wait(), remaining)
+            except TimeoutError:
+                return response
+
+    def _wake_waiting(self) -> None:
+        """Wake every waiting heartbeat (leadership moved, or the coordinator stops)."""
+        events, self._group_changed = self._group_changed, {}
+        for event in events.values():
+            event.set()
+
+    async def _heartbeat(
+        self,
+        qualified: str,
+        member_id: str | None,
+        member_epoch: int,
+        *,
+        subscriptions: list[str] | None = None,
+        owned: list[TopicPartition] | None = None,
+        instance_id: str | None = None,
+        rebalance_timeout_ms: int | None = None,
+        assignor: str | None = None,
+        session_timeout_ms: int | None = None,
+        heartbeat_interval_ms: int | None = None,
+        renew_session: bool = True,
+    ) -> HeartbeatResponse:
         shard = await self.shard_for(qualified)
         async with shard.lock:
             group = shard.groups.get(qualified)
@@ -394,6 +485,7 @@ class GroupCoordinator(ClassicGroupRequests, TxnOffsetRequests):
                     owned=owned,
                     instance_id=instance_id,
                     rebalance_timeout_ms=rebalance_timeout_ms,
+                    renew_session=renew_session,
                 )
             finally:
                 # a failed first join leaves no empty group behind

@@ -160,3 +160,38 @@ def test_a_silent_server_times_out():
 def test_normalize_url():
     assert normalize_url("127.0.0.1:9092") == "http://127.0.0.1:9092"
     assert normalize_url(" https://b.example/ ") == "https://b.example"
+
+
+def test_a_sharing_transport_reuses_idle_connections_with_slots_of_its_own():
+    peers: list = []
+    release = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        await release.wait()
+        return web.json_response({"ok": True})
+
+    async def fast(request: web.Request) -> web.Response:
+        peers.append(request.transport.get_extra_info("peername"))
+        return web.json_response({"ok": True})
+
+    async def main():
+        runner, url = await serve([web.get("/slow", slow), web.get("/fast", fast)])
+        owner = HttpTransport(None, max_connections_per_host=1)
+        sharer = HttpTransport(None, max_connections_per_host=1, share=owner)
+        try:
+            await owner.get_json(url + "/fast")  # leaves one idle keep-alive connection
+            await sharer.get_json(url + "/fast")  # ... which the sharer reuses
+            assert peers[0] == peers[1]
+            # the owner's only slot is busy: the sharer's request does not queue behind it
+            held = asyncio.ensure_future(owner.get_json(url + "/slow"))
+            await asyncio.sleep(0.05)
+            assert await asyncio.wait_for(sharer.get_json(url + "/fast"), 2) == {"ok": True}
+            release.set()
+            await held
+            await sharer.close()  # not its session to close: the owner goes on
+            assert await owner.get_json(url + "/fast") == {"ok": True}
+        finally:
+            await owner.close()
+            await runner.cleanup()
+
+    run(main())

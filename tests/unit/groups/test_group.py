@@ -270,3 +270,44 @@ def test_member_ids_cannot_be_hijacked():
     with pytest.raises(InvalidGroupRequestError):  # a dynamic member claiming a static id
         g.heartbeat("m1", 0, 1, subscriptions=["t"])
     assert set(g.members) == {"m1", "m2"}
+
+
+def test_has_news_tells_what_a_waiting_heartbeat_waits_for():
+    g = new_group()
+    a = g.heartbeat(None, 0, 0, subscriptions=["t"])
+    # a holds exactly its assignment: a heartbeat now would tell it nothing new
+    assert not g.has_news("m1", a.member_epoch, a.assignment)
+    # ... but one reporting less than it was given would be answered with more
+    assert g.has_news("m1", a.member_epoch, frozenset())
+    b = g.heartbeat(None, 0, 1, subscriptions=["t"])
+    # a join: a must revoke half; b waits for them (nothing to take yet, no news for b)
+    assert g.has_news("m1", a.member_epoch, a.assignment)
+    assert not g.has_news("m2", b.member_epoch, frozenset())
+    ra = g.heartbeat("m1", a.member_epoch, 2, owned=a.assignment)
+    assert ra.revoking
+    # still owning what it revokes: nothing new until it lets go
+    assert not g.has_news("m1", ra.member_epoch, a.assignment)
+    ra2 = g.heartbeat("m1", ra.member_epoch, 3, owned=ra.assignment)
+    # released: b's pending partitions are free, a news for b (not for a, settled)
+    assert g.has_news("m2", b.member_epoch, frozenset())
+    assert not g.has_news("m1", ra2.member_epoch, ra2.assignment)
+    rb = g.heartbeat("m2", b.member_epoch, 4, owned=[])
+    assert not g.has_news("m2", rb.member_epoch, rb.assignment)
+    assert g.state is GroupState.STABLE
+    # a stale epoch, a member that left or is unknown: news (the answer is an error)
+    assert g.has_news("m2", rb.member_epoch - 1, rb.assignment)
+    g.heartbeat("m2", rb.member_epoch, 5, owned=rb.assignment)
+    g.leave("m2", 6)
+    assert g.has_news("m2", rb.member_epoch, rb.assignment)
+    assert g.has_news("nobody", 1, frozenset())
+    # the leave bumped the group epoch: a must move to it (a new epoch is news)
+    assert g.has_news("m1", ra2.member_epoch, ra2.assignment)
+
+
+def test_a_heartbeat_answered_again_leaves_the_session_deadline():
+    g = new_group()
+    a = g.heartbeat(None, 0, 0, subscriptions=["t"])
+    g.heartbeat("m1", a.member_epoch, 1_000, owned=a.assignment, renew_session=False)
+    assert g.members["m1"].session_deadline_ms == SESSION
+    g.heartbeat("m1", a.member_epoch, 1_000, owned=a.assignment)
+    assert g.members["m1"].session_deadline_ms == 1_000 + SESSION
