@@ -17,8 +17,8 @@ thread calls ``LogCleaner.clean(log)``). A clean:
    keys overwritten in the dirty section leave it), grouped as Kafka groups them (consecutive
    segments whose sizes sum to at most ``segment.bytes`` and whose offsets fit a 32-bit
    relative offset), keeping per key only its latest record; the record rules (tombstones and
-   their KIP-534 delete horizon, keyless records, transactions, offsets kept) are in
-   ``cleaner_filter``;
+   their KIP-534 delete horizon, keyless records, aborted transactions' records, transaction
+   markers and their delete horizon, offsets kept) are in ``cleaner_filter``;
 4. swaps each cleaned group in with the ``.cleaned`` / ``.swap`` / ``.deleted`` protocol of
    ``cleaner_swap`` (crash-safe; ``complete_interrupted_swaps`` on log open finishes it),
    replacing the segment objects in the log's segment map under the log's lock;
@@ -461,6 +461,7 @@ class LogCleaner:
                     retain_empty=retain_empty,
                     stats=stats.records,
                     max_records_bytes=max_inflated_bytes(config.max_message_bytes),
+                    empty_markers=plan.txns.empty_markers,
                 )
                 if out is buf:
                     indexes.add(header, position)

@@ -25,8 +25,18 @@ the results in. The cleaner is not the hot path, so records are decoded here
   recoverable from the log, or the last batch of the segment group, which keeps the cleaned
   segment's next offset equal to the original's (the swap recovery relies on it). Such a batch
   is kept as a header-only batch with zero records and its original last offset delta.
-- **Control batches** (transaction markers) are kept unchanged. Batches of **aborted
-  transactions** lose their records, as in Kafka.
+- Batches of **aborted transactions** lose their records, as in Kafka: they are out of the
+  offset map (an aborted value never shadows an older committed one) and out of the cleaned
+  batches (so it never comes back as a key's latest value to a read_uncommitted reader).
+- **Control batches** (transaction markers) go as Kafka's do (KIP-98): a marker is kept
+  unchanged while any batch of its transaction is left in the log (``TxnScan.empty_markers``
+  names those with none); once none is, the first clean stamps it with a delete horizon
+  (``now + delete.retention.ms``, as tombstones are), and a clean at or after the horizon
+  drops it. So a reader that read a transaction's data before it was cleaned away still
+  finds its marker for ``delete.retention.ms``. A marker that is its producer's last batch in
+  the range, or the group's last batch, is kept whole rather than emptied (Kafka keeps an
+  empty control batch there): it keeps the producer's epoch recoverable from the log, and a
+  record-less control batch would read as a damaged marker on replay.
 """
 
 from __future__ import annotations
@@ -83,6 +93,9 @@ class TxnScan:
     """First offset of the earliest transaction not yet ended by a marker in the range."""
     last_batch_of_producer: dict[int, int] = field(default_factory=dict)
     """Producer id -> base offset of its last batch in the range."""
+    empty_markers: set[int] = field(default_factory=set)
+    """Base offsets of control batches no batch of whose transaction is left in the range
+    (its data was cleaned away or deleted): those markers may go after their horizon."""
 
 
 def scan_transactions(batches: Iterable[tuple[BatchHeader, bytes]]) -> TxnScan:
@@ -96,7 +109,9 @@ def scan_transactions(batches: Iterable[tuple[BatchHeader, bytes]]) -> TxnScan:
             scan.last_batch_of_producer[pid] = header.base_offset
         if header.is_control:
             batch_offsets = open_txns.pop(pid, [])
-            if control_type(buf) == CONTROL_ABORT:
+            if not batch_offsets:
+                scan.empty_markers.add(header.base_offset)
+            elif control_type(buf) == CONTROL_ABORT:
                 scan.aborted.update(batch_offsets)
         elif header.is_transactional:
             open_txns.setdefault(pid, []).append(header.base_offset)
@@ -142,6 +157,7 @@ class FilterStats:
     records_written: int = 0
     bytes_written: int = 0
     tombstones_removed: int = 0
+    markers_removed: int = 0
     invalid_records: int = 0
 
     def add(self, other: FilterStats) -> None:
@@ -160,13 +176,24 @@ def filter_batch(
     retain_empty: bool,
     stats: FilterStats,
     max_records_bytes: int | None = None,
+    empty_markers: frozenset[int] | set[int] = frozenset(),
 ) -> bytes | None:
-    """The cleaned bytes of one batch (possibly ``buf`` itself), or None to drop it."""
+    """The cleaned bytes of one batch (possibly ``buf`` itself), or None to drop it.
+    ``empty_markers``: the control batches whose transaction has no batch left
+    (``TxnScan.empty_markers``); any other control batch is kept unchanged."""
     stats.batches_read += 1
     stats.records_read += header.records_count
     stats.bytes_read += len(buf)
     if header.is_control:
-        return _written(buf, stats, header.records_count)
+        return _filter_marker(
+            header,
+            buf,
+            now_ms,
+            delete_retention_ms,
+            header.base_offset in empty_markers,
+            retain_empty,
+            stats,
+        )
     batch = decode_batch(buf, max_records_bytes=max_records_bytes)
     discard_all = header.is_transactional and header.base_offset in aborted
     horizon = batch.delete_horizon_ms
@@ -191,6 +218,30 @@ def filter_batch(
         horizon = min(now_ms + delete_retention_ms, MAX_TIMESTAMP)
     out = _reencode(batch, kept, horizon)
     return _written(out, stats, len(kept))
+
+
+def _filter_marker(
+    header: BatchHeader,
+    buf: bytes,
+    now_ms: int,
+    delete_retention_ms: int,
+    empty: bool,
+    retain: bool,
+    stats: FilterStats,
+) -> bytes | None:
+    """A control batch: kept while its transaction has batches left (``empty`` False) or
+    when ``retain`` (its producer's or the group's last batch); otherwise stamped with a
+    delete horizon on the first clean, dropped by a clean at or after it."""
+    if not empty or retain:
+        return _written(buf, stats, header.records_count)
+    if not header.has_delete_horizon:
+        horizon = min(now_ms + delete_retention_ms, MAX_TIMESTAMP)
+        batch = decode_batch(buf)
+        return _written(_reencode(batch, batch.records, horizon), stats, header.records_count)
+    if now_ms < header.base_timestamp:  # the horizon, in the base timestamp field
+        return _written(buf, stats, header.records_count)
+    stats.markers_removed += 1
+    return None
 
 
 def _retain(record, offset_map: OffsetMap, keep_tombstones: bool, stats: FilterStats) -> bool:

@@ -12,10 +12,13 @@ one holding ``o`` for the entries with ``last_offset >= o`` and ``first_offset <
 (``PartitionLog.aborted_transactions``) and hands them to the client, which drops those
 producers' batches from ``first_offset`` until their marker.
 
-The file is created on the first entry (most segments never see an abort), appended to with
-``pwrite`` and fsynced with the segment. It is derived data: on open, the partition replays
-the log's markers and ``replace``s an index that disagrees (a crash between the marker's
-append and its entry, or a torn write), so the file never needs its own recovery protocol.
+The file is created on the first entry (most segments never see an abort) and appended to
+with ``pwrite``. It is derived data: on open, the partition replays the log's markers and
+``replace``s an index that disagrees (a crash between the marker's append and its entry, a
+torn write, or an entry never fsynced), so the file needs no recovery protocol of its own
+and no fsync with each append: the log's group commit and flush policy fsync the ``.log``
+without it, and ``flush`` (the segment's whole flush: close, truncation) fsyncs it
+(docs/transactions.md, "Restart and truncation").
 Not thread-safe: the owning ``PartitionLog`` serialises calls under its lock.
 """
 

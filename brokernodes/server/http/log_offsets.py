@@ -3,7 +3,8 @@
 A partition this broker leads is read directly; the others are asked of their leaders in one
 ``POST /internal/v1/log-offsets`` per broker (authenticated with ``cluster_token``). Each
 answer carries the log start offset, the high watermark (the end a consumer sees, which lag
-is measured against, as ``kafka-consumer-groups`` does) and optionally the timestamp of the
+is measured against, as ``kafka-consumer-groups`` does), the last stable offset (the end a
+read_committed reader sees: a cursor's ``latest`` for it) and optionally the timestamp of the
 record at a given offset (time lag) or the first offset at a timestamp (``--to-datetime``).
 """
 
@@ -70,7 +71,7 @@ def local_offsets(
     if offset_at is not None:
         r = log.offset_for_timestamp(offset_at, max_offset=log.high_watermark)
         found = None if r is None else r.offset
-    return LogOffsets(log.log_start_offset, log.high_watermark, ts, found)
+    return LogOffsets(log.log_start_offset, log.high_watermark, ts, found, p.last_stable_offset)
 
 
 def record_timestamp(raw: bytes, offset: int) -> int | None:
@@ -156,6 +157,7 @@ async def log_offsets(
                 int(row["high_watermark"]),
                 row.get("timestamp"),
                 row.get("offset_for_time"),
+                row.get("last_stable_offset"),
             )
 
     tasks = []
@@ -190,6 +192,7 @@ def answer_internal(broker: Broker, doc: Mapping) -> dict:
                     "high_watermark": lo.high_watermark,
                     "timestamp": lo.timestamp,
                     "offset_for_time": lo.offset_for_time,
+                    "last_stable_offset": lo.last_stable_offset,
                 }
             )
         except (SluiceError, KeyError, TypeError, ValueError) as e:

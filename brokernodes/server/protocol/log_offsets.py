@@ -14,6 +14,7 @@ class LogOffsets:
     high_watermark: int
     timestamp: int | None = None  # of the record at the asked offset
     offset_for_time: int | None = None  # first offset at/after the asked time
+    last_stable_offset: int | None = None  # where a read_committed reader's "latest" is
 
 
 @dataclass(frozen=True)
