@@ -192,6 +192,13 @@ def validate_batch(
     return BatchHeader(position, *fields)
 
 
+def crc_matches(buf: bytes | bytearray | memoryview, header: BatchHeader) -> bool:
+    """Whether the batch ``header`` describes in ``buf`` has the CRC-32C it declares: the one
+    check ``validate_batch(..., verify_crc=False)`` leaves out."""
+    start = header.position
+    return crc32c(memoryview(buf)[start + ATTRIBUTES_AT : start + header.size]) == header.crc
+
+
 def _refuse_short(
     buf: bytes | bytearray | memoryview,
     position: int,

@@ -215,6 +215,16 @@ def walk_records(
     return lowest, highest, keyless
 
 
+# ``_walk_uniform``: the offset delta varint of record i, its first byte (one byte below 64,
+# two from 64 on) and its second (records 64 and on), for up to 8192 records.
+_UNIFORM_MAX_RECORDS = 8192
+_OFFSET_FIRST = bytes(
+    (i << 1) if i < 64 else ((i << 1) & 0x7F) | 0x80 for i in range(_UNIFORM_MAX_RECORDS)
+)
+_OFFSET_SECOND = bytes((i << 1) >> 7 for i in range(_UNIFORM_MAX_RECORDS))
+_ZIGZAG_1 = tuple((z >> 1) ^ -(z & 1) for z in range(0x80))  # one-byte varint -> value
+
+
 def walk_lengths(
     data: bytes | bytearray, pos: int, end: int, count: int
 ) -> tuple[int | None, int | None, None]:
@@ -223,7 +233,13 @@ def walk_lengths(
     in ``count`` records. Fields inside a record (key, value, headers) are not read.
 
     Returns what ``walk_records`` does, with None for the keyless record (not looked at).
+    A batch of records all of one length is checked by ``_walk_uniform`` without a loop
+    over its records; any other batch, and every one it declines (a bad one included, for
+    the error naming the record), by the loop below.
     """
+    uniform = _walk_uniform(data, pos, end, count)
+    if uniform is not None:
+        return uniform
     lowest: int | None = None
     highest: int | None = None
     slow = _varint
@@ -281,6 +297,74 @@ def walk_lengths(
             f"the batch declares {count} records but {end - pos} bytes follow them"
         )
     return lowest, highest, None
+
+
+def _walk_uniform(
+    data: bytes | bytearray, pos: int, end: int, count: int
+) -> tuple[int, int, None] | None:
+    """``walk_lengths`` for a batch of 2 to 8192 records of one length each side of record
+    64 (where the offset delta grows a byte), as fixed-size keys and values give (fixed
+    schemas, load generators); or None, which says nothing about the batch. Records 0-63
+    and records 64 on are each a ``_uniform_run``; together they must end at ``end``."""
+    if count < 2 or count > _UNIFORM_MAX_RECORDS:
+        return None
+    run = _uniform_run(data, pos, end, 0, min(count, 64))
+    if run is None:
+        return None
+    pos, lowest, highest = run
+    if count > 64:
+        run = _uniform_run(data, pos, end, 64, count)
+        if run is None:
+            return None
+        pos, low, high = run
+        lowest, highest = min(lowest, low), max(highest, high)
+    if pos != end:
+        return None
+    return lowest, highest, None
+
+
+def _uniform_run(
+    data: bytes | bytearray, pos: int, end: int, first: int, stop: int
+) -> tuple[int, int, int] | None:
+    """Records ``first`` to ``stop - 1`` from ``pos``, all as long as the first (its length
+    in one or two varint bytes), checked without a per-record Python step: each record then
+    starts at a multiple of that size, and a strided slice (one C-level copy) takes the same
+    byte of every record. Each length varint must be the first's, each timestamp delta one
+    byte, each offset delta varint the shortest encoding of its index: the checks the loop
+    in ``walk_lengths`` makes (a length of at least 6 keeps every byte read inside its
+    record). Returns (where the run ends, lowest and highest timestamp delta), or None."""
+    if end - pos < 2:
+        return None
+    z = data[pos]
+    if z < 0x80:
+        width = 1
+    else:
+        high = data[pos + 1]
+        if high >= 0x80:
+            return None
+        z = (z & 0x7F) | (high << 7)
+        width = 2
+    if z & 1 or z < 12:
+        return None
+    size = width + (z >> 1)
+    n = stop - first
+    run_end = pos + size * n
+    if run_end > end:
+        return None
+    if data[pos:run_end:size] != data[pos : pos + 1] * n:
+        return None
+    if width == 2 and data[pos + 1 : run_end : size] != data[pos + 1 : pos + 2] * n:
+        return None
+    at = pos + width + 1  # the timestamp delta, after the attributes byte
+    timestamps = data[at:run_end:size]
+    if max(timestamps) >= 0x80:
+        return None
+    if data[at + 1 : run_end : size] != _OFFSET_FIRST[first:stop]:
+        return None
+    if first >= 64 and data[at + 2 : run_end : size] != _OFFSET_SECOND[first:stop]:
+        return None
+    deltas = [_ZIGZAG_1[t] for t in set(timestamps)]
+    return run_end, min(deltas), max(deltas)
 
 
 def _walk_headers(data: bytes | bytearray, pos: int, record_end: int, index: int) -> int:

@@ -16,7 +16,12 @@ Rules (Kafka's, with the KIP noted where one applies):
   (and whose LEO is not already the leader's) is out of sync.
 - **Expand**: an out-of-sync replica joins when its LEO >= the high watermark *and* >= the
   start offset of the current leader epoch (it has caught up into this epoch), and the
-  controller does not know it as ineligible. Only one change is in flight at a time.
+  controller does not know it as ineligible. Only one change is in flight at a time. An
+  expansion the controller refused as INELIGIBLE_REPLICA (fenced, not live, or an older
+  broker epoch than its registration) is not proposed again for that replica for
+  ``REFUSED_EXPANSION_BACKOFF_MS``: every fetch of a caught-up follower would otherwise
+  propose it again, and on a loaded cluster that storm of AlterPartition calls delayed the
+  heartbeats that would make the replica eligible.
 - **Pending ISR** (KIP-497): while a change is in flight the *maximal* ISR (committed ISR
   union proposed ISR) is used for the high watermark and for acks=all, as Kafka's
   ``PartitionState.maximalIsr`` is; ``len(committed ISR)`` is used for the
@@ -46,6 +51,7 @@ from brokernodes.storage.leader_epoch import (
 
 UNKNOWN_OFFSET = -1
 UNKNOWN_BROKER_EPOCH = -1
+REFUSED_EXPANSION_BACKOFF_MS = 1000
 
 
 @dataclass(slots=True)
@@ -146,6 +152,8 @@ class LeaderState:
         self.isr: frozenset[int] = frozenset(isr)
         self.pending: AlterPartitionRequest | None = None
         self.ineligible: frozenset[int] = frozenset()
+        # replica -> until when (ms) an expansion adding it is not proposed (a refusal)
+        self.refused_until: dict[int, int] = {}
         self._progress: dict[int, ReplicaProgress] = {}
         self._reset_followers(now_ms)
 
@@ -276,7 +284,7 @@ class LeaderState:
                 else self._propose(self.isr - {replica_id}, below_hw=(replica_id,))
             )
             return FetchUpdate(False, proposal)
-        proposal = self._maybe_expand_isr(p)
+        proposal = self._maybe_expand_isr(p, now_ms)
         return FetchUpdate(self.maybe_advance_high_watermark(), proposal)
 
     def _is_follower_in_sync(self, p: ReplicaProgress) -> bool:
@@ -285,11 +293,12 @@ class LeaderState:
             and p.log_end_offset >= self.leader_epoch_start_offset
         )
 
-    def _maybe_expand_isr(self, p: ReplicaProgress) -> AlterPartitionRequest | None:
+    def _maybe_expand_isr(self, p: ReplicaProgress, now_ms: int) -> AlterPartitionRequest | None:
         if (
             self.pending is not None
             or p.replica_id in self.isr
             or p.replica_id in self.ineligible
+            or self.refused_until.get(p.replica_id, 0) > now_ms
             or not self._is_follower_in_sync(p)
         ):
             return None
@@ -343,16 +352,23 @@ class LeaderState:
 
     # --- controller answers ------------------------------------------------------------
 
-    def on_alter_partition_response(self, response: AlterPartitionResponse) -> bool:
+    def on_alter_partition_response(
+        self, response: AlterPartitionResponse, now_ms: int = 0
+    ) -> bool:
         """Commit (or drop) the in-flight change; True if the HW moved.
 
         An error clears the pending change (Kafka then waits for metadata; the next fetch or
-        expiration pass proposes again from the committed ISR). An answer older than what
-        this leader already knows is ignored.
+        expiration pass proposes again from the committed ISR); an INELIGIBLE_REPLICA
+        refusal of an expansion holds the added replicas back for
+        ``REFUSED_EXPANSION_BACKOFF_MS`` from ``now_ms``. An answer older than what this
+        leader already knows is ignored.
         """
         if self.pending is None:
             return False
         if response.error != errors.NONE:
+            if response.error == errors.INELIGIBLE_REPLICA:
+                for r in set(self.pending.isr) - self.isr:
+                    self.refused_until[r] = now_ms + REFUSED_EXPANSION_BACKOFF_MS
             self.pending = None
             return False
         if response.partition_epoch <= self.partition_epoch:

@@ -392,6 +392,7 @@ class PartitionLog(LogFlush):
         now_ms: int | None = None,
         expected_offset: int | None = None,
         defer_flush: bool = False,
+        header: BatchHeader | None = None,
     ) -> AppendInfo:
         """Append whole RecordBatch v2 batches, all or nothing.
 
@@ -412,6 +413,10 @@ class PartitionLog(LogFlush):
         returns, unless ``defer_flush``: then ``info.flush_to`` names it and the caller
         fsyncs (``flush_policy_to``) before acknowledging, so appends waiting together share
         one fsync (the leader's group commit, brokernodes/server/replica/partition.py).
+
+        ``header``: the caller's header of ``records`` when they are one batch, from
+        ``iter_batches(..., verify_crc=False)`` (the leader's produce has walked them): the
+        log then computes the CRC without parsing the header again.
         """
         with self._lock:
             self._check_open()
@@ -422,7 +427,11 @@ class PartitionLog(LogFlush):
                     f"{self._log_end_offset}: it was truncated or appended to meanwhile; "
                     f"nothing was appended"
                 )
-            info = self._append_single_batch(records, leader_epoch, now) if assign_offsets else None
+            info = (
+                self._append_single_batch(records, leader_epoch, now, header)
+                if assign_offsets
+                else None
+            )
             if info is None:
                 prepared = validate_batches(
                     records,
@@ -442,12 +451,17 @@ class PartitionLog(LogFlush):
                 info.flush_to = flush_to
             else:
                 # flush.messages / flush.ms: this append returns once it is on disk, but the
-                # fsync runs without the lock (readers of the log, and the loop, do not wait)
-                self._fsync_to(flush_to, now, checkpoint="policy")
+                # fsync runs without the lock (readers of the log, and the loop, do not wait);
+                # the active segment's log file alone, as the group commit's (log_flush)
+                self._fsync_to(flush_to, now, checkpoint="policy", active_indexes=False)
         return info
 
     def _append_single_batch(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int | None, now: int
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int | None,
+        now: int,
+        parsed: BatchHeader | None = None,
     ) -> AppendInfo | None:
         """The leader's fast path for a request of exactly one valid batch that needs no roll.
 
@@ -455,7 +469,7 @@ class PartitionLog(LogFlush):
         batch, a roll due); the general path then appends it or names the error.
         """
         c = self._config
-        h = single_batch_header(records, c.max_message_bytes)
+        h = single_batch_header(records, c.max_message_bytes, parsed)
         if h is None:
             return None
         n = len(records)

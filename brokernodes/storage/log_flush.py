@@ -2,7 +2,10 @@
 
 - Policy (``flush.messages``, ``flush.ms``): an append that reaches either marks a flush due
   and, once it has released the log's lock, fsyncs up to its end before it returns;
-  ``maybe_flush`` is the ``flush.ms`` ticker for logs nobody appends to.
+  ``maybe_flush`` is the ``flush.ms`` ticker for logs nobody appends to. A policy flush
+  (and the group commit's, ``flush_policy_to``) fsyncs the active segment's log file
+  without its indexes, which recovery rebuilds (``_fsync_to``); an explicit ``flush``
+  fsyncs them too.
 - ``flush``: fsync up to an offset (default: the log end) and write the recovery-point
   checkpoint at once; policy flushes write it at most every checkpoint interval.
 - Rolled segments: a roll does not fsync the segment it closes; a ``flusher`` thread does
@@ -60,7 +63,7 @@ class LogFlush:
                 return False
             self._last_flush_ms = now
             target = self._log_end_offset
-        self._fsync_to(target, now, checkpoint="policy")
+        self._fsync_to(target, now, checkpoint="policy", active_indexes=False)
         return True
 
     def _flush_segments(self, from_offset: int, to_offset: int | None = None) -> None:

@@ -18,6 +18,7 @@ from brokernodes.records.header import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
+    crc_matches,
     peek_batch_size,
     set_base_offset,
     set_partition_leader_epoch,
@@ -41,18 +42,28 @@ class PreparedAppend:
 
 
 def single_batch_header(
-    records: bytes | bytearray | memoryview, max_message_bytes: int
+    records: bytes | bytearray | memoryview,
+    max_message_bytes: int,
+    parsed: BatchHeader | None = None,
 ) -> BatchHeader | None:
     """The header of a request that is exactly one valid batch declaring as many records as
     its offset delta spans (the leader's fast path); None for anything else, which
-    ``validate_batches`` then accepts or refuses with the reason."""
+    ``validate_batches`` then accepts or refuses with the reason. ``parsed`` is the caller's
+    header of ``records`` from ``validate_batch(..., verify_crc=False)`` (every check but
+    the CRC made, as the leader's produce walks its request): the header is then not read
+    again, only the CRC is computed."""
     n = len(records)
-    try:
-        if n < HEADER_SIZE or peek_batch_size(records) != n:
+    if parsed is not None and parsed.position == 0 and parsed.size == n:
+        if n > max_message_bytes or not crc_matches(records, parsed):
             return None
-        h = validate_batch(records, 0, max_batch_bytes=max_message_bytes)
-    except SluiceError:
-        return None
+        h = parsed
+    else:
+        try:
+            if n < HEADER_SIZE or peek_batch_size(records) != n:
+                return None
+            h = validate_batch(records, 0, max_batch_bytes=max_message_bytes)
+        except SluiceError:
+            return None
     if h.records_count != h.last_offset_delta + 1:
         return None
     return h

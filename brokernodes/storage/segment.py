@@ -320,7 +320,7 @@ class LogSegment:
         if since > self.index_interval_bytes:
             oindex, tindex = self.offset_index, self.time_index
             if oindex.free_entries > 0 and tindex.free_entries > 0:
-                oindex.extend(((last_offset, position),))
+                oindex.append(last_offset, position)
                 if self._max_timestamp > tindex.last_timestamp:
                     tindex.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
                 since = 0

@@ -195,7 +195,11 @@ class Partition:
             self._loop = None  # noticed at the next append
         log.on_offline = self._log_offline
         self._append_lock = asyncio.Lock()
-        self._commit_task: asyncio.Task[None] | None = None  # the group commit's fsync
+        # the group commit: the fsync in flight (its target; None: none) and the futures of
+        # the requests it covers, then those of requests that need the next one
+        self._commit_target: int | None = None
+        self._commit_waiters: list[asyncio.Future[None]] = []
+        self._next_waiters: list[asyncio.Future[None]] = []
         self._plain_config: LogConfig | None = None  # the last config seen not to rewrite
         # waiters, one future each: HW moved (consumers), LEO moved (replica fetches), HW /
         # ISR / role changed (acks=all)
@@ -448,7 +452,7 @@ class Partition:
         ls = self.leader_state
         if ls is None or ls.pending is not request:
             return  # a newer leadership or proposal took over
-        ls.on_alter_partition_response(response)
+        ls.on_alter_partition_response(response, now_ms())
         if response.error == codes.NONE:
             logger.info(
                 "%s-%d: ISR now %s (partition epoch %d)",
@@ -495,7 +499,9 @@ class Partition:
             return True
         # segment.ms: measured from the first batch's timestamp (or creation), as the log does
         rolling = active.rolling_timestamp
-        newest = max(h.max_timestamp for h in headers)
+        newest = (
+            headers[0].max_timestamp if len(headers) == 1 else max(h.max_timestamp for h in headers)
+        )
         waited = newest - rolling if rolling >= 0 else int(time.time() * 1000) - active.created_ms
         return waited + ROLL_MARGIN_MS > self.log.roll_ms
 
@@ -620,12 +626,14 @@ class Partition:
         try:
             # deferred: the fsync a flush policy makes due is the group commit's, after the
             # append lock (an append under a policy no longer pays a thread hop of its own)
+            # one batch: the log checks its CRC without parsing the header again
+            header = headers[0] if len(headers) == 1 else None
             if self._may_block(len(buf), headers, fsyncs=False):
                 info = await asyncio.to_thread(
-                    self.log.append, buf, leader_epoch=epoch, defer_flush=True
+                    self.log.append, buf, leader_epoch=epoch, defer_flush=True, header=header
                 )
             else:
-                info = self.log.append(buf, leader_epoch=epoch, defer_flush=True)
+                info = self.log.append(buf, leader_epoch=epoch, defer_flush=True, header=header)
         except KafkaStorageError as e:
             self._storage_failed(e)
             raise
@@ -638,8 +646,11 @@ class Partition:
 
     async def _group_commit(self, end: int) -> None:
         """Return once the log is fsynced below ``end`` (module docstring, "Group
-        commit"): wait for the fsync in flight, then start the next one (which covers
-        the log end as it is then) or join one another waiter started."""
+        commit"). One fsync is in flight at a time: a request it covers waits for it, a
+        request appended after it started waits for the next, which starts as soon as it
+        ends and covers the log end as it is then. Each request awaits a future of its own,
+        released straight from the fsync's end (one hop from the worker thread to the
+        loop), so a cancelled request cancels nothing but itself."""
         log = self.log
         while log.recovery_point < end:
             if log.log_end_offset < end:
@@ -647,31 +658,83 @@ class Partition:
                     f"{self.topic}-{self.partition}: the log was truncated below offset "
                     f"{end} before it was fsynced; those records were not acknowledged: retry"
                 )
-            task = self._commit_task
-            if task is None:
-                task = self._commit_task = asyncio.ensure_future(self._commit())
-            await asyncio.shield(task)
+            loop = self._running_loop()
+            fut = loop.create_future()
+            if self._commit_target is None:
+                self._commit_waiters.append(fut)
+                self._start_commit(loop)
+            elif end <= self._commit_target:
+                self._commit_waiters.append(fut)
+            else:
+                self._next_waiters.append(fut)
+            await fut
 
-    async def _commit(self) -> None:
-        """One group-commit fsync, in a worker thread: everything below the log end."""
-        log = self.log
-        target = log.log_end_offset
+    def _start_commit(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start one group-commit fsync in a worker thread: everything below the log end."""
+        target = self._commit_target = self.log.log_end_offset
+        waiters, self._commit_waiters = self._commit_waiters, []
+        loop.run_in_executor(None, self._commit, loop, target, waiters)
+
+    def _commit(
+        self, loop: asyncio.AbstractEventLoop, target: int, waiters: list[asyncio.Future[None]]
+    ) -> None:
+        """In the worker thread: the fsync, then its outcome to the loop (``_committed``);
+        whatever it raises fails its requests rather than leaving them waiting."""
+        error: Exception | None = None
         try:
-            await asyncio.to_thread(log.flush_policy_to, target)
-        except KafkaStorageError as e:
-            self._storage_failed(e)
-            raise
-        finally:
-            self._commit_task = None
-        if log.recovery_point < min(target, log.log_end_offset):
-            raise NotLeaderOrFollowerError(  # closed meanwhile: the fsync did not happen
+            self.log.flush_policy_to(target)
+        except Exception as e:  # handed to every request waiting on it
+            error = e
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(self._committed, loop, target, waiters, error)
+
+    def _committed(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        target: int,
+        waiters: list[asyncio.Future[None]],
+        error: Exception | None,
+    ) -> None:
+        """On the loop: release the requests the fsync covered (failing them if it failed,
+        or if the log closed before it ran) and start the next fsync for those waiting."""
+        log = self.log
+        if isinstance(error, KafkaStorageError):
+            self._storage_failed(error)
+        elif error is None and log.recovery_point < min(target, log.log_end_offset):
+            error = NotLeaderOrFollowerError(  # closed meanwhile: the fsync did not happen
                 f"{self.topic}-{self.partition}: the log closed before the records were "
                 f"fsynced; they were not acknowledged: retry"
             )
+        for fut in waiters:
+            if not fut.done():
+                if error is None:
+                    fut.set_result(None)
+                else:
+                    fut.set_exception(error)
+        self._commit_target = None
+        if self._next_waiters:
+            self._commit_waiters, self._next_waiters = self._next_waiters, []
+            if error is None:
+                self._start_commit(loop)
+            else:  # as a failed fsync's own waiters: the log is offline
+                waiters, self._commit_waiters = self._commit_waiters, []
+                for fut in waiters:
+                    if not fut.done():
+                        fut.set_exception(error)
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the partition was built in (the broker's), without asking asyncio: on
+        CPython 3.11 ``get_running_loop`` costs a getpid() system call, and it runs per
+        long-poll wait and per acks=all produce. A partition built outside a loop, or whose
+        loop has closed (tests), asks."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return asyncio.get_running_loop()
+        return loop
 
     async def _wait_acks(self, ls: LeaderState, last_offset: int, timeout: float) -> None:
         """acks=all: wait until the HW passes ``last_offset`` with the ISR at min ISR."""
-        loop = asyncio.get_running_loop()
+        loop = self._running_loop()
         deadline = loop.time() + timeout
         where = f"{self.topic}-{self.partition}"
         while True:
@@ -987,7 +1050,7 @@ class Partition:
         on a shared future took two, on the live tail's path), and a timer of its own."""
         if self.closed or timeout <= 0:
             return
-        loop = asyncio.get_running_loop()
+        loop = self._running_loop()
         waiters = getattr(self, attr)
         if waiters is None:
             waiters = []

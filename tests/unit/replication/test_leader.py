@@ -6,6 +6,7 @@ import pytest
 
 from brokernodes.replication import errors
 from brokernodes.replication.leader import (
+    REFUSED_EXPANSION_BACKOFF_MS,
     AckStatus,
     AlterPartitionResponse,
     LeaderState,
@@ -225,6 +226,29 @@ def test_no_expand_of_ineligible_replica():
     ls = leader(isr=(0, 1), leo=10, start=0)
     ls.ineligible = frozenset({2})
     assert ls.update_follower_fetch(2, 10, 1).alter_partition is None
+
+
+def test_refused_expansion_waits_before_proposing_the_replica_again():
+    """INELIGIBLE_REPLICA: the same follower is not proposed on every fetch (a storm of
+    AlterPartition calls), only after the backoff; another refusal holds it back again."""
+    ls = leader(isr=(0, 1), leo=10, start=0)
+    req = ls.update_follower_fetch(2, 10, 1000).alter_partition
+    assert req is not None and req.isr == (0, 1, 2)
+    ls.on_alter_partition_response(AlterPartitionResponse(errors.INELIGIBLE_REPLICA), 1000)
+    assert ls.pending is None and ls.isr == {0, 1}
+    for t in (1001, 1500, 1000 + REFUSED_EXPANSION_BACKOFF_MS - 1):
+        assert ls.update_follower_fetch(2, 10, t).alter_partition is None
+    again = ls.update_follower_fetch(2, 10, 1000 + REFUSED_EXPANSION_BACKOFF_MS)
+    assert again.alter_partition is not None and again.alter_partition.isr == (0, 1, 2)
+    accept(ls, again.alter_partition)
+    assert ls.isr == {0, 1, 2}
+
+
+def test_other_refusals_propose_again_at_the_next_fetch():
+    ls = leader(isr=(0, 1), leo=10, start=0)
+    ls.update_follower_fetch(2, 10, 1000)
+    ls.on_alter_partition_response(AlterPartitionResponse(errors.INVALID_UPDATE_VERSION), 1000)
+    assert ls.update_follower_fetch(2, 10, 1001).alter_partition is not None
 
 
 def test_proposal_carries_broker_epochs():

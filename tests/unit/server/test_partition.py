@@ -126,6 +126,32 @@ def test_data_waiters_each_wake_once_and_leave_no_trace(manager_factory):
     run(main())
 
 
+def test_waits_use_the_partitions_loop_and_a_later_loop_once_it_closed(manager_factory):
+    """A partition's waits take the loop it was built in without asking asyncio (a getpid()
+    call per wait on 3.11); once that loop has closed, a wait in another loop still works."""
+    holder = {}
+
+    async def build():
+        rm = holder["rm"] = manager_factory()
+        await rm.start()
+        p = holder["p"] = rm.partitions[("t", 0)]
+        assert p._running_loop() is asyncio.get_running_loop()
+        waiter = asyncio.create_task(p.wait_for_data(5))
+        await asyncio.sleep(0.01)
+        await rm.append("t", 0, _batch([b"x"]))
+        await asyncio.wait_for(waiter, 1)
+
+    run(build())
+
+    async def later():
+        p = holder["p"]
+        assert p._running_loop() is asyncio.get_running_loop()
+        await p.wait_for_data(0.01)  # times out in this loop's timer
+        await holder["rm"].close()
+
+    run(later())
+
+
 def test_idempotence_survives_reopen(manager_factory):
     async def main():
         rm = manager_factory()

@@ -108,3 +108,41 @@ def test_a_failed_fsync_acknowledges_none_of_the_requests_waiting_on_it(tmp_path
         p.log.close()
 
     asyncio.run(scenario())
+
+
+def test_a_cancelled_request_leaves_the_fsync_and_the_others_alone(tmp_path):
+    async def scenario():
+        p, flushed = leader(tmp_path, LogConfig(flush_messages=1))
+        tasks = [asyncio.create_task(p.append_as_leader(batch(f"r{i}"), acks=1)) for i in range(6)]
+        await asyncio.sleep(0)  # each has appended and waits for an fsync
+        tasks[2].cancel()
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+        assert isinstance(done[2], asyncio.CancelledError)
+        others = [r for i, r in enumerate(done) if i != 2]
+        assert all(p.log.recovery_point > r.last_offset for r in others)
+        assert p.log.recovery_point == 6 and max(flushed) == 6
+        p.log.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_flush_that_raises_anything_fails_its_requests_instead_of_leaving_them(tmp_path):
+    async def scenario():
+        p, _ = leader(tmp_path, LogConfig(flush_messages=1))
+
+        def broken(offset: int) -> None:
+            raise ValueError("not a storage error")
+
+        p.log.flush_policy_to = broken
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(
+                *(p.append_as_leader(batch(f"r{i}"), acks=1) for i in range(4)),
+                return_exceptions=True,
+            ),
+            10,
+        )
+        assert all(isinstance(o, ValueError) for o in outcomes), outcomes
+        assert p.log.recovery_point == 0
+        p.log.close()
+
+    asyncio.run(scenario())

@@ -148,3 +148,27 @@ def test_a_roll_during_the_group_commits_fsync_keeps_the_recovery_point_inside(
     log.wait_for_rolled_flush(10)
     assert log.recovery_point == 4  # once the flusher fsynced the rolled segment whole
     log.close()
+
+
+def test_a_policy_flush_in_the_append_fsyncs_the_active_log_file_alone(tmp_path, monkeypatch):
+    """``flush.messages`` without ``defer_flush`` (a follower's append, the storage tools):
+    the same single fsync as the group commit's, and a crash that loses the index writes
+    loses nothing."""
+    path = tmp_path / "t-0"
+    log = _log(path)
+    fsyncs = _Fsyncs(os.fsync)
+    monkeypatch.setattr(os, "fsync", fsyncs)
+    for i in range(5):
+        log.append(make_batch(2, timestamp=1_000 + 10 * i), leader_epoch=0)
+        assert log.recovery_point == 2 * (i + 1)  # on disk before the append returned
+    assert [n for _, n in fsyncs.names] == ["00000000000000000000.log"] * 5
+    before = log.read(0, 1 << 30).read_bytes()
+    entries = [s.offset_index.entries() for s in log.segments]
+    log.close_without_flush()
+    for suffix in (".index", ".timeindex"):
+        os.truncate(path / f"00000000000000000000{suffix}", 0)
+    log = _log(path)
+    assert log.log_end_offset == 10
+    assert log.read(0, 1 << 30).read_bytes() == before
+    assert [s.offset_index.entries() for s in log.segments] == entries
+    log.close()
