@@ -11,7 +11,12 @@ are in the receive buffer): a one-partition Produce with acks 1 or all starts as
 one before has appended (``append_order``: the partition signals when its append lock is
 released) or has been answered, so appends keep the order sent while the waits after them (a
 group commit's fsync, an acks=all wait) overlap and one fsync covers several requests.
-Answers are still written strictly in request order; at most ``MAX_PIPELINED`` run at once;
+Answers are still written strictly in request order, and a pipelined answer is held back
+while more requests are coming (a pipelined one behind it, or a whole request buffered) to
+leave with theirs in one write: one TCP push and one wake-up of the client for the lot, as the
+HTTP front answers a pipeline. It is never held behind a request that waits (it goes out once
+the requests after it have run as far as they can at once) and goes out before any other
+write or a close. At most ``MAX_PIPELINED`` run at once;
 any other request waits until every one before it is answered. A pipelined request that
 fails closes the connection after the answers before it (the ones after it are not written,
 though they may have appended, as a client cut off mid-pipeline may find). A
@@ -63,7 +68,7 @@ from brokernodes.server.kafka.handlers.core import (
 )
 from brokernodes.server.kafka.log_limit import PeerLogLimit
 from brokernodes.server.protocol.append_order import on_appended
-from brokernodes.server.protocol.kafka import apis
+from brokernodes.server.protocol.kafka import apis, fetch_request, produce_request
 from brokernodes.server.protocol.kafka import errors as kerr
 from brokernodes.server.protocol.kafka.codec import ProtocolError
 from brokernodes.server.protocol.kafka.frames import (
@@ -74,7 +79,6 @@ from brokernodes.server.protocol.kafka.frames import (
     parse_request_header,
     response_frame,
 )
-from brokernodes.server.protocol.kafka.produce_request import decode_single
 from brokernodes.server.protocol.kafka.schema import snake
 
 if TYPE_CHECKING:
@@ -140,6 +144,10 @@ class KafkaConnection:
         # may be written)
         self._pipeline: list[tuple[asyncio.Task, asyncio.Future]] = []
         self._failed = False  # a pipelined request failed: the connection is closing
+        self._unstarted = 0  # pipelined tasks created that have not run yet
+        # pipelined answers held back to go out with the ones after them (one write)
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
         self._mute_until = 0.0  # loop time until which a throttled pipelined answer mutes
         self.task: asyncio.Task | None = None  # the task running ``run`` (the listener's)
         self._loop = asyncio.get_running_loop()
@@ -186,6 +194,7 @@ class KafkaConnection:
                 self._idle_timer.cancel()
             if self._pipeline:  # requests started finish (their appends are made)
                 await asyncio.gather(*(t for t, _ in self._pipeline), return_exceptions=True)
+            self._flush_out()
             self.transport.abort() if self.broker.stopping else self.transport.close()
 
     def _log_end(self, e: Exception) -> None:
@@ -262,7 +271,8 @@ class KafkaConnection:
                     if _pipelinable(request):
                         await self._start_pipelined(header, request)
                         return
-            await self._settle()
+            if self._pipeline or self._failed:
+                await self._settle()
             throttle_ms = await self._answer(frame, header, request)
         finally:
             self._handling = False
@@ -293,6 +303,7 @@ class KafkaConnection:
             task = loop.create_task(self._pipelined(header, request, turn, answered))
         finally:
             on_appended.reset(token)
+        self._unstarted += 1
         pipeline.append((task, answered))
         task.add_done_callback(go)
         await gate
@@ -305,6 +316,7 @@ class KafkaConnection:
         answered: asyncio.Future,
     ) -> None:
         """One pipelined Produce: handled now, answered after the one before it."""
+        self._unstarted -= 1
         ok = False
         try:
             started = time.perf_counter()
@@ -319,7 +331,10 @@ class KafkaConnection:
             if turn is not None and not await turn:
                 ok = False  # an earlier request failed: the connection is closing
             if ok:
-                await self._write_answer(header, body)
+                if not self._hold(header, body, answered):
+                    await self._write_answer(header, body)
+                elif self.transport.get_write_buffer_size():
+                    await self._drain()  # a client not reading is still cut off
                 self.listener.observe(header.api_key, time.perf_counter() - started)
                 self._mute_for(body)
         except Exception as e:
@@ -327,10 +342,60 @@ class KafkaConnection:
             self._log_end(e)
         finally:
             answered.set_result(ok)
-            self._pipeline.remove((asyncio.current_task(), answered))  # type: ignore[arg-type]
+            # its entry, found by its future (usually the first): asyncio.current_task
+            # would cost a getpid() system call per request on 3.11
+            pipeline = self._pipeline
+            for i, entry in enumerate(pipeline):
+                if entry[1] is answered:
+                    del pipeline[i]
+                    break
             if not ok and not self._failed:
                 self._failed = True
-                self.transport.close()  # after the answers before it, already written
+                self._flush_out()  # the answers before it
+                self.transport.close()
+
+    def _hold(self, header: RequestHeader, body, answered: asyncio.Future) -> bool:
+        """Hold a pipelined answer back when more requests are coming (a pipelined one after
+        it, or a whole request buffered), to go out with their answers in one write: one TCP
+        push and one wake-up of the client for the lot. Held answers go out once the
+        requests after them have run as far as they can at once (``_flush_soon``), never
+        behind one that waits, and before any other write or a close."""
+        if (
+            type(body) is not EncodedAnswer
+            or len(body.chunks) != 1
+            or body.throttle_time_ms  # a throttled answer mutes from when it is written
+            or self._mute_until
+            or (self._pipeline[-1][1] is answered and not self.reader.frame_ready())
+        ):
+            return False
+        self._out.append(encoded_frame(header, body.chunks, body.size)[0])
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_soon, 0)
+        return True
+
+    def _flush_soon(self, rounds: int) -> None:
+        """Write the held answers once the pipelined requests started have run and no whole
+        request waits to be started (at most ``MAX_PIPELINED`` loop turns: the connection
+        may be blocked, e.g. behind an append lock)."""
+        if (
+            rounds < MAX_PIPELINED
+            and not self._mute_until
+            and (self._unstarted or self.reader.frame_ready())
+        ):
+            self._loop.call_soon(self._flush_soon, rounds + 1)
+            return
+        self._flush_scheduled = False
+        self._flush_out()
+
+    def _flush_out(self) -> None:
+        """The held answers, in one write (nothing once the connection is closing)."""
+        out = self._out
+        if out:
+            data = out[0] if len(out) == 1 else b"".join(out)
+            out.clear()
+            if not self.transport.is_closing():
+                self.transport.write(data)
 
     def _mute_for(self, body) -> None:
         """A throttled pipelined answer mutes the connection from now (KIP-219)."""
@@ -349,8 +414,19 @@ class KafkaConnection:
             raise ConnectionResetError("a pipelined request failed")
 
     async def _write_answer(self, header: RequestHeader, body) -> None:
+        if self._out:  # held pipelined answers go first
+            self._flush_out()
         if type(body) is EncodedAnswer:
-            await self._send(encoded_frame(header, body.chunks, body.size))
+            chunks = encoded_frame(header, body.chunks, body.size)
+            if len(chunks) == 1:  # the usual answer: one write, the kernel takes all of it
+                transport = self.transport
+                if transport.is_closing():
+                    return  # the client went while its request ran: no one to answer
+                transport.write(chunks[0])
+                if transport.get_write_buffer_size():
+                    await self._drain()
+                return
+            await self._send(chunks)
         elif body is not None:
             await self._send(encode_response(header, body))
 
@@ -433,7 +509,13 @@ class KafkaConnection:
             ) from None
 
     async def _send(self, chunks: list) -> None:
+        if self._out:  # held pipelined answers go first
+            self._flush_out()
         transport = self.transport
+        if transport.is_closing():
+            # the client went while its request ran (uvloop raises on a closed transport
+            # where asyncio's drops the bytes): no one to answer
+            return
         for chunk in chunks:
             if isinstance(chunk, FileRecords):
                 if not chunk.length:
@@ -468,9 +550,12 @@ def _pipelinable(request: dict) -> bool:
 
 
 def _decode(header: RequestHeader, frame: bytes) -> dict:
-    """A request's body: the usual Produce decoded directly, anything else generated."""
-    if header.api_key == apis.PRODUCE:
-        request = decode_single(frame, header.body_offset, header.api_version)
+    """A request's body: the usual Produce and Fetch decoded directly, anything else
+    generated."""
+    key = header.api_key
+    if key == apis.PRODUCE or key == apis.FETCH:
+        direct = produce_request if key == apis.PRODUCE else fetch_request
+        request = direct.decode_single(frame, header.body_offset, header.api_version)
         if request is not None:
             return request
     return decode_request(header, frame)

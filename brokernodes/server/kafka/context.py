@@ -64,8 +64,10 @@ class KafkaContext:
         (topic names resolve within it). Raises the same errors as on HTTP. ``count=False``
         for probes that are part of one request (listing filters, authorized operations),
         so usage metering counts the request, not every resource it looked at."""
-        current_client_host.set(self.peer_host)
-        current_connection.set(self.transport)
+        if current_connection.get() is not self.transport:  # set once per task's context
+            current_connection.set(self.transport)
+        if current_client_host.get() != self.peer_host:
+            current_client_host.set(self.peer_host)
         return self.broker.authorize(
             self.auth_header, operation, resource_type, resource_name, count=count
         )

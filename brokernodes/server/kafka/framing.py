@@ -26,6 +26,9 @@ class FrameReader(asyncio.Protocol):
         self._on_connect = on_connect
         self.high_water = high_water
         self.transport: asyncio.Transport | None = None
+        # the loop, taken once: ``asyncio.get_running_loop`` costs a getpid() system call
+        # per call on CPython 3.11, and the waiter below is made once per request
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._buf = bytearray()
         self._waiter: asyncio.Future | None = None  # the connection waiting for bytes
         self._need = 0  # how many buffered bytes the waiter needs
@@ -39,6 +42,7 @@ class FrameReader(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         self.transport = transport
+        self._loop = asyncio.get_running_loop()
         self._on_connect(self)
 
     def data_received(self, data: bytes) -> None:
@@ -105,7 +109,7 @@ class FrameReader(asyncio.Protocol):
             if self._reading_paused:
                 self._reading_paused = False
                 self.transport.resume_reading()  # type: ignore[union-attr]
-            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            waiter = self._waiter = self._loop.create_future()  # type: ignore[union-attr]
             self._need = n
             try:
                 await waiter
@@ -134,5 +138,5 @@ class FrameReader(asyncio.Protocol):
                 raise ConnectionResetError("connection lost")
         if not self._writing_paused:
             return
-        waiter = self._drain_waiter = asyncio.get_running_loop().create_future()
+        waiter = self._drain_waiter = self._loop.create_future()  # type: ignore[union-attr]
         await waiter

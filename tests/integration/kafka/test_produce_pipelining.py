@@ -162,3 +162,36 @@ def test_librdkafkas_pipelined_requests_append_each_record_once_in_order(broker)
             values.append(int(m.value().split()[0]))
     consumer.close()
     assert values == list(range(count))
+
+
+@pytest.fixture
+def plain_broker(kafka_launcher):
+    return kafka_launcher({"pipe-plain": (1, {})}, kafka=True)
+
+
+def test_held_back_answers_of_a_burst_come_back_complete_and_in_order(plain_broker):
+    """Without fsync every pipelined append completes at once, so answers are held back to
+    leave together: each one still comes back, in order, before the answer of the Metadata
+    request after them, and a lone produce after the bursts is answered at once."""
+    now = int(time.time() * 1000)
+    batch = encode_batch([Record(now, None, b"v")])
+
+    def produce(acks: int) -> dict:
+        part = {"index": 0, "records": batch}
+        return {**_produce(batch, acks=acks), "topic_data": [
+            {"name": "pipe-plain", "partition_data": [part]}]}  # fmt: skip
+
+    metadata = {"topics": [{"name": "pipe-plain"}], "allow_auto_topic_creation": False}
+    with KafkaWire(plain_broker.bootstrap) as wire:
+        for burst in (2, 16, 100):
+            requests = [(apis.PRODUCE, PRODUCE_V, produce(1)) for _ in range(burst)]
+            first = wire.correlation + 1
+            answers = _send_all(wire, [*requests, (apis.METADATA, 12, metadata)])
+            assert [c for c, _ in answers] == list(range(first, first + burst + 1))
+            parts = [_partition_answer(a) for _, a in answers[:-1]]
+            assert [p["error_code"] for p in parts] == [0] * burst
+            offsets = [p["base_offset"] for p in parts]
+            assert offsets == list(range(offsets[0], offsets[0] + burst))
+            assert answers[-1][1]["topics"][0]["name"] == "pipe-plain"
+        again = wire.request(apis.PRODUCE, PRODUCE_V, produce(1))
+    assert _partition_answer(again)["error_code"] == 0

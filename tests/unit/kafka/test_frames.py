@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from brokernodes.server.protocol.kafka import apis
-from brokernodes.server.protocol.kafka.codec import Out
+from brokernodes.server.protocol.kafka.codec import Out, ProtocolError
 from brokernodes.server.protocol.kafka.frames import (
     encode_response,
     frame_size,
@@ -37,6 +39,23 @@ def test_client_id_stays_a_classic_string_in_header_v2():
     frame = struct.pack(">hhi", apis.API_VERSIONS, 3, 1) + b"\x00\x02rd" + b"\x00" + b"B"
     h = parse_request_header(frame)
     assert h.client_id == "rd" and frame[h.body_offset :] == b"B"
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [b"", b"\x00", b"\x00\x05abc", b"\x00\x02\xff\xfe"],
+    ids=["no client id", "half a length", "cut short", "not UTF-8"],
+)
+def test_a_malformed_client_id_is_a_protocol_error(tail):
+    with pytest.raises(ProtocolError):
+        parse_request_header(struct.pack(">hhi", apis.METADATA, 4, 1) + tail)
+    with pytest.raises(ProtocolError):
+        parse_request_header(struct.pack(">hhi", 7, 4, 1)[:7])  # shorter than a header
+
+
+def test_an_unsupported_version_is_reported_not_raised():
+    h = parse_request_header(struct.pack(">hhi", apis.METADATA, 999, 3) + b"\x00\x01c")
+    assert not h.supported and h.client_id == "c" and h.correlation_id == 3
 
 
 def test_flexible_response_has_header_v1():

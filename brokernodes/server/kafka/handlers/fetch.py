@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from time import monotonic
 from typing import TYPE_CHECKING
 
 from brokernodes.errors import OffsetOutOfRangeError, SluiceError
@@ -389,11 +390,11 @@ async def fetch(ctx: KafkaContext, header: RequestHeader, request: dict) -> dict
     plan = FetchPlan(ctx, reads, max_bytes, read_committed)
     plan.resolve()
     min_bytes = request["min_bytes"]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(0, min(request["max_wait_ms"], config.max_wait_ms)) / 1000
+    # time.monotonic, not the loop's clock: asyncio.get_running_loop costs a system call
+    deadline = monotonic() + max(0, min(request["max_wait_ms"], config.max_wait_ms)) / 1000
     while True:
         total = await plan.read_all()
-        remaining = deadline - loop.time()
+        remaining = deadline - monotonic()
         if (
             total >= min_bytes
             or remaining <= 0
@@ -405,6 +406,10 @@ async def fetch(ctx: KafkaContext, header: RequestHeader, request: dict) -> dict
         await plan.wait(remaining)
     try:
         await plan.open_files()
+        if len(reads) == 1 and version >= fetch_answer.FIRST_VERSION:
+            direct = _single_answer(ctx, version, topics[0][0], reads[0], read_committed)
+            if direct is not None:
+                return direct
         responses, sent, endpoints = topic_answers(ctx, version, topics, read_committed)
         throttle = broker.quotas.fetch(principal, sent)  # KIP-219: the connection mutes
     except BaseException:  # the connection closes open files only once it has an answer
@@ -422,6 +427,46 @@ async def fetch(ctx: KafkaContext, header: RequestHeader, request: dict) -> dict
         "responses": responses,
         "node_endpoints": endpoints,
     }
+
+
+def _single_answer(
+    ctx: KafkaContext, version: int, t: dict, r: PartitionRead, read_committed: bool
+) -> EncodedAnswer | None:
+    """The usual answer (one partition read without an error, a diverging epoch or
+    aborted transactions) encoded straight from its read, as ``topic_answers`` and
+    ``_direct_answer`` would answer it without building its dicts; None for anything else
+    (those build them)."""
+    if r.error != kerr.NONE or r.diverging is not None or (read_committed and r.aborted):
+        return None
+    if r.tail is not None:
+        records = r.tail
+        sent = len(records)
+        hw, start = r.bounds
+    elif r.data is not None:
+        data = r.data
+        hw, start = data.high_watermark, data.log_start_offset
+        files = r.files
+        records = files[0] if files else b""
+        sent = sum(f.length for f in files)
+    else:
+        return None
+    broker = ctx.broker
+    if sent and r.topic is not None:
+        broker.metrics.record_out(r.topic, sent)
+    throttle = broker.quotas.fetch(ctx.principal, sent)  # KIP-219: the connection mutes
+    chunks, size = fetch_answer.encode_single_answer(
+        version,
+        t.get("topic"),
+        t.get("topic_id") if version >= 13 else None,
+        r.index,
+        hw,
+        _lso(r, hw),
+        start,
+        not read_committed,
+        records,
+        throttle,
+    )
+    return EncodedAnswer(chunks, size, throttle)
 
 
 def _direct_answer(version: int, entry: dict, throttle: int) -> EncodedAnswer | None:

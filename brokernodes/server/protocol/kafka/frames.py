@@ -16,6 +16,7 @@ from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka.codec import Out, ProtocolError, read_string, skip_tags
 
 _HEAD = struct.Struct(">hhi")
+_HEAD_ID = struct.Struct(">hhih")  # and the client id's length
 _SIZE = struct.Struct(">i")
 _HEAD_V0 = struct.Struct(">ii")  # size, correlation id
 _HEAD_V1 = struct.Struct(">iiB")  # and an empty tagged-field section
@@ -41,27 +42,38 @@ def frame_size(prefix: bytes) -> int:
     return size
 
 
-# supported (api_key, version) -> whether it is flexible, filled as requests arrive (only
-# supported pairs: at most the API table's size)
-_FLEXIBLE: dict[tuple[int, int], bool] = {}
+# supported api_key << 16 | version -> whether it is flexible, filled as requests arrive
+# (only supported pairs: at most the API table's size)
+_FLEXIBLE: dict[int, bool] = {}
 
 
 def parse_request_header(frame) -> RequestHeader:
     """The header of one request frame (the bytes after the size prefix). An unknown API or
     an unsupported version is reported in ``supported``, not raised: the caller decides how
     to answer (ApiVersions answers even then)."""
-    if len(frame) < _HEAD.size:
+    size = len(frame)
+    if size < _HEAD.size:
         raise ProtocolError("a request shorter than its header")
-    api_key, version, correlation_id = _HEAD.unpack_from(frame, 0)
-    flexible = _FLEXIBLE.get((api_key, version))
+    if size >= _HEAD_ID.size:
+        api_key, version, correlation_id, n = _HEAD_ID.unpack_from(frame, 0)
+    else:
+        (api_key, version, correlation_id), n = _HEAD.unpack_from(frame, 0), -2
+    flexible = _FLEXIBLE.get(api_key << 16 | version)
     supported = flexible is not None
     if not supported:
         api = apis.apis().get(api_key)
         supported = api is not None and api.supports(version)
         flexible = supported and api.flexible(version)  # type: ignore[union-attr]
         if supported:
-            _FLEXIBLE[api_key, version] = flexible
-    client_id, pos = read_string(frame, _HEAD.size, False)
+            _FLEXIBLE[api_key << 16 | version] = flexible
+    pos = _HEAD_ID.size + n
+    if n >= 0 and pos <= size:  # the usual client id, whole (else read_string says why)
+        try:
+            client_id: str | None = str(frame[_HEAD_ID.size : pos], "utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError("a string field is not UTF-8") from None
+    else:
+        client_id, pos = read_string(frame, _HEAD.size, False)
     if flexible:
         # the usual empty tagged-field section is one zero byte
         pos = pos + 1 if pos < len(frame) and frame[pos] == 0 else skip_tags(frame, pos)
