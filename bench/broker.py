@@ -282,15 +282,21 @@ def _prebuilt_metric(base: Path, quick: bool) -> Metric:
     sluice: list[float] = []
     redis_rates: list[float] = []
     client_busy: list[float] = []
+    broker_us: list[float] = []  # the broker's CPU per request, per round
+    broker_busy: list[float] = []  # its CPU share of the round's wall time
     broker = start_broker(base / "b-prebuilt", {"bench": (1, {})})
     try:
         with redis_peer.redis_server() as port:
             produce_prebuilt_pipelined(broker, 0.5, PREBUILT_CONNECTIONS, PREBUILT_DEPTH)  # warm
             for _ in range(rounds):
                 redis_rates.append(redis_peer.benchmark_xadd(port, redis_requests))
+                before = cpu_seconds(broker.pid)
                 rate, result = prebuilt_run(broker, seconds, PREBUILT_CONNECTIONS, PREBUILT_DEPTH)
+                used = cpu_seconds(broker.pid) - before
                 sluice.append(rate)
                 client_busy.append(result.client_busy)
+                broker_us.append(1e6 * used / max(result.requests, 1))
+                broker_busy.append(used / result.seconds)
     finally:
         broker.stop()
     each = ", ".join(
@@ -311,7 +317,10 @@ def _prebuilt_metric(base: Path, quick: bool) -> Metric:
             f"answers before the next {PREBUILT_DEPTH} (pipelining, as redis-benchmark -P "
             f"does); median of {rounds} rounds of {seconds:g} s alternating with "
             f"the peer (records/s, Sluice vs Redis: {each}); the client's CPU "
-            f"{statistics.median(client_busy):.0%} of a core (median round)"
+            f"{statistics.median(client_busy):.0%} of a core, the broker's "
+            f"{statistics.median(broker_busy):.0%}, broker_cpu_us_per_request "
+            f"{statistics.median(broker_us):.0f} us (median rounds; user + system CPU of "
+            f"the broker process over the round, 10 ms ticks)"
         ),
         peer=(
             f"redis-benchmark XADD 100-byte values -P 64 -c 50, {redis_requests:,} commands "

@@ -18,6 +18,11 @@ phase's CPU / N; fetch: (the fetch phase's CPU - N x the produce figure) / N (th
 belongs to the fetch). CPU per request holds on a loaded machine; the wall-clock figures
 printed beside it (requests/s, the wake latency from the produce's send to the fetch's
 answer) do not. ``--profile DIR`` records the broker with py-spy during both phases.
+
+``--in-flight K`` (K > 1) adds a third phase after them, reported on its own as
+``produce_pipelined``: ``N`` of the same Produce requests with up to K unanswered on the one
+connection (the next is sent before the oldest answer is read), as librdkafka keeps up to
+``max.in.flight`` of them; its CPU / N, the broker's pipelined path.
 """
 
 from __future__ import annotations
@@ -197,6 +202,14 @@ def client_main(address: str) -> int:
         elif command == "produce":
             for _ in range(int(args[0])):
                 client.produce_one()
+        elif command == "pipelined":
+            in_flight: list[tuple[int, int]] = []
+            for _ in range(int(args[0])):
+                in_flight.append(client.produce(PRODUCE_TOPIC))
+                if len(in_flight) >= int(args[1]):
+                    client.produced(in_flight.pop(0))
+            for sent in in_flight:
+                client.produced(sent)
         elif command == "fetch":
             latencies = [client.fetch_one(0.0002) for _ in range(int(args[0]))]
             cuts = statistics.quantiles(latencies, n=100)
@@ -289,8 +302,9 @@ def _py_spy(pid: int, out: Path | None, name: str):
             proc.wait()
 
 
-def measure(broker, n: int, profile: Path | None = None) -> dict:
-    """Both phases against a running broker (``broker.pid``, ``broker.bootstrap``)."""
+def measure(broker, n: int, profile: Path | None = None, in_flight: int = 1) -> dict:
+    """Both phases against a running broker (``broker.pid``, ``broker.bootstrap``), and the
+    pipelined one when ``in_flight`` > 1."""
     from bench.broker import cpu_seconds
 
     session = _Session(broker.bootstrap)
@@ -310,10 +324,18 @@ def measure(broker, n: int, profile: Path | None = None) -> dict:
 
         produce_cpu, produce_out = phase(f"produce {n}")
         fetch_cpu, fetch_out = phase(f"fetch {n}")
+        pipelined = phase(f"pipelined {n} {in_flight}") if in_flight > 1 else None
     finally:
         session.close()
     produce_us = produce_cpu / n * 1e6
     fetch_us = (fetch_cpu / n * 1e6) - produce_us
+    extra = {}
+    if pipelined is not None:
+        extra["produce_pipelined"] = {
+            "in_flight": in_flight,
+            "broker_cpu_us_per_request": round(pipelined[0] / n * 1e6, 1),
+            "requests_per_s": round(n / pipelined[1]["seconds"]),
+        }
     return {
         "requests": n,
         "produce": {
@@ -325,6 +347,7 @@ def measure(broker, n: int, profile: Path | None = None) -> dict:
             "wake_p50_ms": round(fetch_out["wake_p50_ms"], 3),
             "wake_p99_ms": round(fetch_out["wake_p99_ms"], 3),
         },
+        **extra,
         "broker_idle_cpu_share": round(idle, 4),
     }
 
@@ -350,9 +373,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.request_cost", description=__doc__)
     parser.add_argument("-n", type=int, default=10_000, help="requests per phase")
     parser.add_argument("--profile", type=Path, help="py-spy raw profiles into this directory")
+    parser.add_argument(
+        "--in-flight", type=int, default=1, help="also a pipelined produce phase (K > 1)"
+    )
     a = parser.parse_args(argv)
     with broker_with_kafka() as broker:
-        print(json.dumps(measure(broker, a.n, a.profile), indent=1), flush=True)
+        print(json.dumps(measure(broker, a.n, a.profile, a.in_flight), indent=1), flush=True)
     return 0
 
 

@@ -10,7 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from brokernodes.errors import UnauthenticatedError
 from brokernodes.server.http.open_txns import transaction_state
-from brokernodes.server.http.util import auth_header, json_response
+from brokernodes.server.http.util import BEFORE_METRICS_KEY, auth_header, json_response
 from brokernodes.server.protocol.request import SluiceRequest
 
 if TYPE_CHECKING:
@@ -39,6 +39,9 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             raise UnauthenticatedError(
                 "/metrics needs the operators' credential: Authorization: Cluster <secret>"
             )
+        before = app.get(BEFORE_METRICS_KEY)
+        if before is not None:
+            before()
         return web.Response(
             body=broker.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST}
         )

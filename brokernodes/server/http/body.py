@@ -4,7 +4,8 @@ A body larger than ``max_bytes`` is refused from its Content-Length before a byt
 read (or as soon as a chunked body passes the cap); a client that does not deliver the whole
 body within ``timeout`` seconds is answered REQUEST_TIMED_OUT and cut off. Either way only
 that connection is affected. Known-length bodies land in one preallocated ``bytearray``
-(one copy), which the log then rewrites in place.
+(one copy), which the log then rewrites in place; a body the lean front read whole
+(``BufferedBody``) is that buffer already and is handed over as it is.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import asyncio
 from aiohttp import web
 
 from brokernodes.errors import InvalidRequestError, RequestTimedOutError, RequestTooLargeError
-from brokernodes.server.protocol.request import SluiceRequest
+from brokernodes.server.protocol.request import BufferedBody, SluiceRequest
 
 
 async def read_body(
@@ -27,6 +28,11 @@ async def read_body(
             f"bytes; send smaller requests"
         )
     stream = request.content
+    if stream.__class__ is BufferedBody:  # the lean front's: read whole into its own buffer
+        data = stream.take()
+        if data.__class__ is bytearray and len(data) == length:
+            return data  # type: ignore[return-value]
+        stream = BufferedBody(data)
     if length is not None and stream.is_eof():
         # The whole body is already buffered (a small body arrives with its headers): the
         # reads below never wait, so there is no deadline to arm.

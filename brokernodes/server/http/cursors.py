@@ -7,6 +7,12 @@ serve it: partitions led elsewhere are read from their leaders with the caller's
 broker keeps nothing per cursor. A read with ``isolation=read_committed`` stops at each
 partition's last stable offset and leaves aborted transactions' records out (the cursor
 itself does not remember the isolation: each read says it).
+
+``from=latest`` starts at each partition's high watermark, or with
+``isolation=read_committed`` at its last stable offset, as a Kafka read_committed consumer
+that resets to latest does: the records of a transaction open at that moment come once it
+commits (starting at the high watermark would skip them for good). A ``from=<timestamp>``
+start is capped the same way.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         principal = broker.authorize(auth, "READ", "topic", topic)
         info = broker.image.topic(topic)
         start = request.query.get("from", "earliest")
+        read_committed = read_committed_param(request.query)
         ts = None
         if start not in ("earliest", "latest"):
             ts = int_param(request.query, "from", minimum=0)
@@ -60,14 +67,15 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             lo = found.get((topic, p.partition))
             if lo is None:
                 raise SluiceError(f"the leader of {topic}-{p.partition} did not answer; retry")
+            end = lo.high_watermark
+            if read_committed and lo.last_stable_offset is not None:
+                end = lo.last_stable_offset
             if start == "earliest":
                 pos[p.partition] = lo.log_start_offset
-            elif start == "latest":
-                pos[p.partition] = lo.high_watermark
+            elif start == "latest" or lo.offset_for_time is None:
+                pos[p.partition] = end
             else:
-                pos[p.partition] = (
-                    lo.high_watermark if lo.offset_for_time is None else lo.offset_for_time
-                )
+                pos[p.partition] = min(lo.offset_for_time, end)
         c = cursors.Cursor(principal.tenant, topic, info.topic_id, pos)
         return json_response({"cursor": cursors.encode(c, cluster_token(broker))})
 

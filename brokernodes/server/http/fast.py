@@ -77,6 +77,7 @@ from brokernodes.server.protocol.http1 import (
     HEAD,
     MAX_HEAD,
     NEED_DATA,
+    Answer,
     Data,
     HandOff,
     Request,
@@ -157,8 +158,10 @@ class FastRoutes:
         return None
 
 
-def serialize(resp: web.StreamResponse, close: bool) -> bytes:
-    """A handler's ``web.Response`` as HTTP/1.1 bytes."""
+def serialize(resp: web.StreamResponse | Answer, close: bool) -> bytes:
+    """A handler's ``Answer`` or ``web.Response`` as HTTP/1.1 bytes."""
+    if resp.__class__ is Answer:
+        return http1.answer(resp, not close)  # type: ignore[arg-type]
     if not isinstance(resp, web.Response) or resp.prepared:
         raise TypeError(f"the fast HTTP path writes only plain responses, got {resp!r}")
     body = resp.body
@@ -416,7 +419,7 @@ class FastHttpProtocol(asyncio.Protocol):
         request = SluiceRequest(
             route.method,
             path,
-            head.query_string,
+            head,  # its ``query``, parsed once per distinct head
             match_info,
             head.headers,
             BufferedBody(body),
@@ -431,7 +434,7 @@ class FastHttpProtocol(asyncio.Protocol):
             logger.exception("fast HTTP path failed on %s; closing the connection", path)
             resp = None
         entry.resp = resp
-        if isinstance(resp, SliceResponse) and not self.closing:
+        if resp.__class__ is SliceResponse and not self.closing:  # (isinstance: an ABC's)
             # a fetch runs alone (never pipelined): its head and body go out at once
             entry.resp = await self._send_slices(entry, resp, path)
         entry.done = True

@@ -241,6 +241,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             session_timeout_ms=session_timeout(_int(doc, "session_timeout_ms", None)),
             heartbeat_interval_ms=_int(doc, "heartbeat_interval_ms", None, minimum=10),
             client_id=_str(doc, "client_id"),
+            wait_ms=_int(doc, "wait_ms", 0, minimum=0),
         )
         return json_response(heartbeat_json(response))
 

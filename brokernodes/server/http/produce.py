@@ -30,6 +30,7 @@ from brokernodes.server.http.util import (
     auth_header,
     check_cluster,
     error_response,
+    json_answer,
     json_response,
     topic_partition,
 )
@@ -40,6 +41,7 @@ from brokernodes.server.protocol.confluent import (
     is_confluent_path,
     negotiate,
 )
+from brokernodes.server.protocol.http1 import Answer
 from brokernodes.server.protocol.json_records import (
     ProduceEntry,
     format_timestamp,
@@ -208,7 +210,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             throttle,
         )
 
-    async def produce_batches(request: SluiceRequest) -> web.Response:
+    async def produce_batches(request: SluiceRequest) -> web.StreamResponse | Answer:
         topic, p = topic_partition(request)
         principal = broker.authorize(auth_header(request), "WRITE", "topic", topic)
         acks = acks_param(request.query)
@@ -231,7 +233,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         result = await broker.append_batches(principal, partition, topic, body, acks=acks)
         throttle = await broker.quotas.throttle_produce(principal, nbytes)
         if acks == 0:
-            return throttled(json_response({}, 202), throttle)
+            return json_answer({}, 202, throttle)
         answer = {
             "base_offset": result.base_offset,
             "last_offset": result.last_offset,
@@ -242,7 +244,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
         }
         if result.batches is not None:
             answer["batches"] = batch_outcomes(result.batches)
-        return throttled(json_response(answer), throttle)
+        return json_answer(answer, throttle_ms=throttle)  # written by the lean front as is
 
     base = "/v3/clusters/{cluster}/topics/{topic}"
     add = app.router.add_post

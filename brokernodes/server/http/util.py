@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import web
+from multidict import CIMultiDict
 
 from brokernodes.errors import (
     RequestTimedOutError,
@@ -14,14 +16,18 @@ from brokernodes.errors import (
     UnknownClusterError,
 )
 from brokernodes.server.protocol.confluent import confluent_error_body
+from brokernodes.server.protocol.http1 import Answer
 from brokernodes.server.protocol.params import partition_param
 from brokernodes.server.protocol.request import SluiceRequest
 from brokernodes.server.protocol.responses import error_body, status_for
+from brokernodes.server.throttle import THROTTLE_HEADER
 
 if TYPE_CHECKING:
     from brokernodes.server.broker import Broker
 
 BROKER_KEY: web.AppKey[Broker] = web.AppKey("broker")
+# called before /metrics renders (the request latencies counted in batches: app.LatencyBatch)
+BEFORE_METRICS_KEY: web.AppKey[Callable[[], None]] = web.AppKey("before_metrics")
 JSON = "application/json"
 # what a handler is handed: a SluiceRequest, or aiohttp's request on a WebSocket route
 AnyRequest = SluiceRequest | web.BaseRequest
@@ -29,6 +35,26 @@ AnyRequest = SluiceRequest | web.BaseRequest
 
 def json_response(body: object, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(body), status=status, content_type=JSON)
+
+
+_JSON_HEADERS = (("Content-Type", JSON),)
+
+
+def json_answer(body: object, status: int = 200, throttle_ms: int | None = None) -> Answer:
+    """``json_response`` as the lean front's ``Answer`` (with ``Sluice-Throttle-Time-Ms``
+    when ``throttle_ms`` is given): for the routes answered most often, whose answer the
+    lean front writes without building aiohttp's response object."""
+    headers = (
+        _JSON_HEADERS
+        if throttle_ms is None
+        else (("Content-Type", JSON), (THROTTLE_HEADER, str(throttle_ms)))
+    )
+    return Answer(status, headers, orjson.dumps(body))
+
+
+def web_response(answer: Answer) -> web.Response:
+    """An ``Answer`` as aiohttp's response (a request the full server serves)."""
+    return web.Response(body=answer.body, status=answer.status, headers=CIMultiDict(answer.headers))
 
 
 def error_response(

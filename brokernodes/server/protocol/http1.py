@@ -23,6 +23,15 @@ wait in the buffer meanwhile. After a request with
 ``Connection: close`` it stays paused for good (``keep_alive`` is False). ``NEED_DATA`` says
 more bytes are needed; ``state`` says whether a head or a body is under way (the shell's
 deadlines).
+
+A client resends the same head for every batch to one partition (same path, query and
+headers; the body length may differ), so the parser keeps up to ``HEAD_CACHE`` heads it
+parsed into requests, keyed by their bytes without the digits of ``Content-Length: ``, and
+gives for a repeated head the kept ``Request`` (the same length) or a copy with the new length
+(``Request.with_length``) without parsing or routing it again; its query is parsed once
+(``Request.query``). Only heads that parsed into a request are kept, a length is only taken
+when it is all digits and within ``max_body`` (else the head is parsed afresh, and handed
+off as before), and any other byte of difference is a head parsed afresh.
 """
 
 from __future__ import annotations
@@ -30,11 +39,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from email.utils import formatdate
+from http import HTTPStatus
 from typing import Any
 
-from multidict import CIMultiDict, CIMultiDictProxy
+from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
+
+from brokernodes.server.protocol.request import parse_query
 
 MAX_HEAD = 16 * 1024  # a longer request head is handed off (the full server refuses it)
+# distinct request heads one parser keeps parsed: a client resends the same head (path,
+# query, headers, body length) for each batch to a partition
+HEAD_CACHE = 16
 
 # parser states
 IDLE = "IDLE"  # between requests, no byte of the next one read
@@ -65,6 +80,7 @@ class Request:
     """A request head: ``route`` is what the caller's route function returned for it."""
 
     __slots__ = (
+        "_query",
         "content_length",
         "headers",
         "keep_alive",
@@ -91,6 +107,31 @@ class Request:
         self.content_length = content_length
         self.keep_alive = keep_alive
         self.route = route
+        self._query: MultiDictProxy[str] | None = None
+
+    def with_length(self, length: int) -> Request:
+        """This request with another body length (its ``Content-Length`` header too)."""
+        headers = CIMultiDict(self.headers)
+        headers["Content-Length"] = str(length)
+        other = Request(
+            self.method,
+            self.path,
+            self.query_string,
+            CIMultiDictProxy(headers),
+            length,
+            self.keep_alive,
+            self.route,
+        )
+        other._query = self.query  # parsed once, for every length
+        return other
+
+    @property
+    def query(self) -> MultiDictProxy[str]:
+        """The query string parsed (once per head: a repeated head is parsed once)."""
+        query = self._query
+        if query is None:
+            query = self._query = MultiDictProxy(MultiDict(parse_query(self.query_string)))
+        return query
 
     def __repr__(self) -> str:
         return f"Request({self.method} {self.path}?{self.query_string})"
@@ -140,10 +181,12 @@ RouteFn = Callable[[str, str], Any]  # (method, path) -> route, or None: not ser
 class RequestParser:
     """Server-side HTTP/1.1 parser for the lean front (module docstring)."""
 
-    __slots__ = ("_body_end", "_route", "buf", "keep_alive", "max_body", "state")
+    __slots__ = ("_body_end", "_heads", "_route", "buf", "keep_alive", "max_body", "state")
 
     def __init__(self, route: RouteFn, max_body: int) -> None:
         self._route = route
+        # a head's bytes without its Content-Length digits -> (those digits, its request)
+        self._heads: dict[bytes, tuple[bytes, Request]] = {}
         self.max_body = max_body
         self.buf = bytearray()
         self.state = IDLE
@@ -199,7 +242,7 @@ class RequestParser:
                 return NEED_DATA
             if end > MAX_HEAD:
                 return self._hand_off("request head too large", 431)
-            parsed = self._parse_head(bytes(buf[:end]))
+            parsed = self._cached_head(bytes(buf[:end]))
             if parsed.__class__ is HandOff:
                 self.state = HANDED_OFF
                 return parsed
@@ -213,6 +256,35 @@ class RequestParser:
         if state is DONE:
             return PAUSED
         return HandOff("handed off already")
+
+    def _cached_head(self, raw: bytes) -> Request | HandOff:
+        """The head parsed, from ``_heads`` when a head like it was parsed before: the same
+        bytes, or the same but for the digits of its ``Content-Length`` (a producer's
+        batches differ in size), whose request is the kept one with that length."""
+        cut = raw.find(b"\r\nContent-Length: ")
+        if cut < 0:
+            key, value = raw, b""
+        else:
+            start = cut + 18
+            stop = raw.find(b"\r\n", start)
+            if stop < 0:
+                stop = len(raw)
+            key, value = raw[:start] + raw[stop:], raw[start:stop]
+        kept = self._heads.get(key)
+        if kept is not None:
+            if value == kept[0]:
+                return kept[1]
+            if value.isdigit() and int(value) <= self.max_body:
+                return kept[1].with_length(int(value))
+        parsed = self._parse_head(raw)
+        if (
+            kept is None
+            and parsed.__class__ is Request
+            and len(self._heads) < HEAD_CACHE
+            and (not value or parsed.method == "POST")  # a GET's length is its own rule
+        ):
+            self._heads[key] = (value, parsed)  # type: ignore[assignment]
+        return parsed
 
     def _hand_off(self, reason: str, status: int = 0) -> HandOff:
         self.state = HANDED_OFF
@@ -312,6 +384,15 @@ class _Date:
 _FRAMING = frozenset({"content-length", "connection", "date", "transfer-encoding"})
 
 
+def _status_and_headers(status: int, reason: str, headers: Iterable[tuple[str, str]]) -> bytes:
+    """The status line and the caller's header lines (framing headers dropped)."""
+    parts = [f"HTTP/1.1 {status} {reason}\r\n".encode("latin-1")]
+    for name, value in headers:
+        if name.lower() not in _FRAMING:
+            parts.append(f"{name}: {value}\r\n".encode("latin-1"))
+    return b"".join(parts)
+
+
 def response(
     status: int,
     reason: str,
@@ -324,10 +405,7 @@ def response(
     serializer owns (``Content-Length``, ``Date``, ``Connection: close`` when the connection
     ends; the caller's own are dropped), then ``body``. ``length`` (with an empty ``body``)
     announces a body the caller sends apart, such as file slices."""
-    parts = [f"HTTP/1.1 {status} {reason}\r\n".encode("latin-1")]
-    for name, value in headers:
-        if name.lower() not in _FRAMING:
-            parts.append(f"{name}: {value}\r\n".encode("latin-1"))
+    parts = [_status_and_headers(status, reason, headers)]
     if length < 0:
         length = len(body)
     parts.append(b"Content-Length: %d\r\nDate: %s\r\n" % (length, _Date.now()))
@@ -341,3 +419,57 @@ def response_head(
 ) -> bytes:
     """The status line and headers of an answer whose ``length``-byte body is sent apart."""
     return response(status, reason, headers, b"", keep_alive, length)
+
+
+class Answer:
+    """A whole answer as the lean front writes it, for the routes answered most often (a
+    binary produce): ``status``, ``headers`` (besides the framing ones, which are the
+    serializer's) and ``body``. Its status line and header lines are encoded once for each
+    distinct (status, headers) and kept (``answer``); the full server is handed it as its own
+    response type (``http.util.web_response``)."""
+
+    __slots__ = ("body", "headers", "status")
+
+    keep_alive = None  # the connection stays open unless the request or the front ends it
+
+    def __init__(self, status: int, headers: tuple[tuple[str, str], ...], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    @property
+    def reason(self) -> str:
+        return _reason(self.status)
+
+    def __repr__(self) -> str:
+        return f"Answer({self.status}, {len(self.body)} bytes)"
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+_ANSWER_HEADS: dict[tuple[int, tuple[tuple[str, str], ...]], bytes] = {}
+ANSWER_HEADS = 256  # distinct (status, headers) kept encoded; a throttle time is one header
+
+
+def answer(a: Answer, keep_alive: bool) -> bytes:
+    """``response`` for an ``Answer``, its status line and headers encoded once."""
+    key = (a.status, a.headers)
+    head = _ANSWER_HEADS.get(key)
+    if head is None:
+        head = _status_and_headers(a.status, _reason(a.status), a.headers)
+        if len(_ANSWER_HEADS) >= ANSWER_HEADS:
+            _ANSWER_HEADS.clear()
+        _ANSWER_HEADS[key] = head
+    body = a.body
+    return b"%sContent-Length: %d\r\nDate: %s\r\n%s%s" % (
+        head,
+        len(body),
+        _Date.now(),
+        b"\r\n" if keep_alive else b"Connection: close\r\n\r\n",
+        body,
+    )

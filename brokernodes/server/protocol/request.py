@@ -63,6 +63,11 @@ class BufferedBody:
         data, self._data = self._data, b""
         return data
 
+    def take(self) -> bytes | bytearray:
+        """The whole body, without a copy (``readany`` without the await); read once."""
+        data, self._data = self._data, b""
+        return data
+
 
 class SluiceRequest:
     """One HTTP request as the handlers see it (module docstring)."""

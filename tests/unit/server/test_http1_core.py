@@ -282,3 +282,82 @@ def test_discard_drops_unread_bytes_and_a_partial_head():
     assert p.next_event() is NEED_DATA and p.state == http1.HEAD
     p.discard()
     assert p.trailing_data == b"" and p.state == http1.IDLE and p.next_event() is NEED_DATA
+
+
+def test_a_repeated_head_is_parsed_once_whatever_its_body_length():
+    calls = []
+
+    def counting(method, path):
+        calls.append(path)
+        return route(method, path)
+
+    p = RequestParser(counting, MAX_BODY)
+    extra = "Authorization: Bearer k\r\n"
+    same = post(b"one", path="/topics/t/batches?acks=1", extra=extra)
+    longer = post(b"four", path="/topics/t/batches?acks=1", extra=extra)
+    p.receive_data(same + same.replace(b"one", b"two") + longer + same)
+    events = drain(p)
+    requests = [e for e in events if isinstance(e, Request)]
+    bodies = [bytes(e.data) for e in events if isinstance(e, Data)]
+    assert bodies == [b"one", b"two", b"four", b"one"]
+    assert len(requests) == 4 and calls == ["/topics/t/batches"]  # parsed and routed once
+    assert requests[0] is requests[1] is requests[3] and requests[2] is not requests[0]
+    assert [r.content_length for r in requests] == [3, 3, 4, 3]
+    assert requests[0].headers["Content-Length"] == "3"
+    fresh = parser()
+    fresh.receive_data(longer)
+    assert summary([requests[2]]) == summary([fresh.next_event()])  # as if parsed afresh
+    assert requests[0].query is requests[2].query  # the query, parsed once per head
+    assert list(requests[0].query.items()) == [("acks", "1")]
+
+
+def test_a_kept_head_with_a_length_the_parser_would_refuse_is_parsed_afresh():
+    p = parser()
+    p.receive_data(post(b"ab", extra="X-A: 1\r\n"))
+    drain(p)
+    over = post(b"x" * (MAX_BODY + 1), extra="X-A: 1\r\n")
+    p.receive_data(over)
+    event = p.next_event()
+    assert isinstance(event, HandOff) and event.status == 413 and p.trailing_data == over
+    for odd in (b"Length: +2", b"Length: 2 "):  # not all digits: the full parse's rules
+        q = parser()
+        q.receive_data(post(b"ab", extra="X-A: 1\r\n"))
+        drain(q)
+        data = post(b"ab", extra="X-A: 1\r\n").replace(b"Length: 2", odd)
+        q.receive_data(data)
+        expected = parser()
+        expected.receive_data(data)
+        assert summary(drain(q)) == summary(drain(expected))
+
+
+def test_a_get_is_kept_only_without_a_length():
+    p = parser()
+    p.receive_data(get() + get(extra="Content-Length: 0\r\n"))
+    drain(p)
+    assert len(p._heads) == 1
+    p.receive_data(get(extra="Content-Length: 1\r\n") + b"x")  # a GET with a body: aiohttp's
+    event = p.next_event()
+    assert isinstance(event, HandOff) and event.status == 0
+
+
+def test_the_head_cache_is_bounded_and_never_keeps_a_hand_off():
+    p = parser()
+    for i in range(http1.HEAD_CACHE + 5):
+        p.receive_data(post(b"x", extra=f"X-N: {i}\r\n"))
+        drain(p)
+    assert len(p._heads) == http1.HEAD_CACHE
+    bad = post(b"x", extra="X-N: 0\r\nExpect: 100-continue\r\n")
+    p.receive_data(bad)
+    assert isinstance(p.next_event(), HandOff)
+    assert len(p._heads) == http1.HEAD_CACHE and bad.split(b"\r\n\r\n")[0] not in p._heads
+
+
+def test_an_answer_is_framed_as_the_generic_serializer_frames_it():
+    headers = (("Content-Type", "application/json"), ("Sluice-Throttle-Time-Ms", "0"))
+    answer = http1.Answer(200, headers, b'{"base_offset":0}')
+    for keep_alive in (True, False):
+        expected = http1.response(200, "OK", headers, answer.body, keep_alive)
+        assert http1.answer(answer, keep_alive) == expected
+        assert http1.answer(answer, keep_alive) == expected  # its head, kept encoded
+    odd = http1.Answer(299, (), b"")
+    assert http1.answer(odd, True).startswith(b"HTTP/1.1 299 \r\nContent-Length: 0\r\n")

@@ -18,9 +18,10 @@ from brokernodes.server.app import build_app
 from brokernodes.server.broker import Broker
 from brokernodes.server.config import BrokerConfig
 from brokernodes.server.http.body import read_body
+from brokernodes.server.http.util import json_answer
 from brokernodes.server.main import listen
 from brokernodes.server.metadata.cluster import StaticMetadataSource
-from brokernodes.server.protocol.request import SluiceRequest, parse_query
+from brokernodes.server.protocol.request import BufferedBody, SluiceRequest, parse_query
 
 PATH = "/sluice/v1/topics/events/partitions/0/batches"
 BODY = b"\x00\x01body bytes\xff"
@@ -108,3 +109,65 @@ QUERIES = [
 @pytest.mark.parametrize("qs", QUERIES)
 def test_the_lean_query_parse_is_parse_qsl(qs):
     assert parse_query(qs) == parse_qsl(qs, keep_blank_values=True)
+
+
+def test_a_body_the_lean_front_read_whole_is_handed_over_without_a_copy():
+    body = bytearray(b"batch bytes")
+    request = SluiceRequest("POST", PATH, "", {}, None, BufferedBody(body), len(body), None)
+    got = asyncio.run(read_body(request, max_bytes=1 << 20, timeout=5.0))
+    assert got is body
+    empty = SluiceRequest("POST", PATH, "", {}, None, BufferedBody(b""), 0, None)
+    got = asyncio.run(read_body(empty, max_bytes=1 << 20, timeout=5.0))
+    assert got == bytearray() and isinstance(got, bytearray)
+
+
+async def _answer_of(tmp_path, front: str, make_answer) -> tuple[bytes, dict, bytes]:
+    """The binary produce route's answer, from a handler returning ``make_answer()``, as
+    each front writes it: (status line, headers, body)."""
+    meta = tmp_path / "m.json"
+    meta.write_text(json.dumps({"cluster_id": "c", "broker_id": 1, "brokers": []}))
+    config = BrokerConfig(str(meta), str(tmp_path / front), 0, http_front=front)
+    app = build_app(Broker(config, StaticMetadataSource(meta)))
+
+    async def answering(request):
+        return make_answer()
+
+    (route,) = [r for r in app.router.routes() if r.name == "produce_binary"]
+    route._handler = answering
+    runner = web.AppRunner(app)
+    await runner.setup()
+    server, _ = await listen(config, app, runner)
+    try:
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(RAW)
+        await writer.drain()
+        async with asyncio.timeout(10):
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head[:-4].split(b"\r\n")
+            headers = dict(line.split(b": ", 1) for line in lines[1:])
+            body = await reader.readexactly(int(headers[b"Content-Length"]))
+        writer.close()
+    finally:
+        server.close()
+        await runner.cleanup()
+    return lines[0], headers, body
+
+
+@pytest.mark.parametrize(
+    "make_answer",
+    [
+        lambda: json_answer({"base_offset": 3, "ok": True}, throttle_ms=7),
+        lambda: json_answer({}, 202),
+    ],
+)
+def test_an_answer_reads_the_same_from_either_front(tmp_path, make_answer):
+    fast = asyncio.run(_answer_of(tmp_path, "fast", make_answer))
+    slow = asyncio.run(_answer_of(tmp_path, "aiohttp", make_answer))
+    expected = make_answer()
+    for status_line, headers, body in (fast, slow):
+        assert status_line == f"HTTP/1.1 {expected.status} {expected.reason}".encode()
+        assert body == expected.body
+        assert headers[b"Content-Type"] == b"application/json"
+        assert headers.get(b"Sluice-Throttle-Time-Ms") == (b"7" if expected.status == 200 else None)
+        assert b"Date" in headers and b"Connection" not in headers
