@@ -28,12 +28,16 @@ Controllers and failover (for tests/faults and test_controller*.py):
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -303,6 +307,33 @@ class ControlPlane:
         self.server.wait_ready()
 
 
+_migrated: dict[str, Path] = {}  # settings module -> a database migrated in this process
+
+
+def _migrate(cp: ControlPlane, db: Path) -> None:
+    """Give ``cp`` a migrated database at ``db``: ``migrate`` runs once per process and
+    settings module (in a temporary database, removed at exit); each control plane gets a
+    copy (SQLite's backup API) instead of a migrate of its own, which costs a Django start
+    and every migration each time. The migrations themselves read no environment."""
+    settings = cp.env["DJANGO_SETTINGS_MODULE"]
+    if cp.env["DATABASE_URL"] != f"sqlite:///{db}":  # a database not of our making
+        cp.manage("migrate", "--noinput")
+        return
+    template = _migrated.get(settings)
+    if template is None:
+        tmp = Path(tempfile.mkdtemp(prefix="sluice-migrated-"))
+        atexit.register(shutil.rmtree, tmp, True)
+        template = tmp / "template.sqlite3"
+        env = {**cp.env, "DATABASE_URL": f"sqlite:///{template}", "SLUICE_VAR_DIR": str(tmp)}
+        ControlPlane(tmp, 0, env).manage("migrate", "--noinput")
+        _migrated[settings] = template
+    with (
+        contextlib.closing(sqlite3.connect(template)) as src,
+        contextlib.closing(sqlite3.connect(db)) as dst,
+    ):
+        src.backup(dst)
+
+
 @contextlib.contextmanager
 def start_control_plane(tmp_path: Path, env: dict[str, str] | None = None):
     """A migrated control plane serving on a free port, with ``env`` over the defaults;
@@ -320,7 +351,7 @@ def start_control_plane(tmp_path: Path, env: dict[str, str] | None = None):
         **(env or {}),
     }
     cp = ControlPlane(tmp_path, free_port(), env)
-    cp.manage("migrate", "--noinput")
+    _migrate(cp, tmp_path / "control-plane.sqlite3")
     cp.start_server()
     try:
         yield cp

@@ -158,9 +158,12 @@ def browse_script(stack: Stack, script: str, *, timeout: float = 420, **env: str
     return out
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def stack(tmp_path_factory) -> Iterator[Stack]:
-    """One stack for every console test module (each brings its own topics and groups)."""
+    """One stack for every console test module (each brings its own topics and groups).
+    Package-scoped, not session-scoped: the stack (three brokers, Celery and the live Spark
+    job) stops after the last console test instead of loading the two cores under every
+    test that runs after it."""
     need_browser()
     shutil.rmtree(ARTIFACTS, ignore_errors=True)  # this run's screenshots only
     tmp = tmp_path_factory.mktemp("console-stack")

@@ -39,6 +39,19 @@ FAULT_ENV = {
     # followers re-verify sealed segments often (the corruption scenario's repair)
     "SLUICE_SCRUB_INTERVAL_MS": "300",
 }
+# For scenarios that kill a group or transaction coordinator: the internal topics
+# (__consumer_offsets, __transaction_state) wait for all three brokers. With the harness's
+# 1 s grace a slow start made them on the first broker alone (RF 1), and killing that
+# broker's coordinator left the groups no other. Three partitions each instead of twelve:
+# every kill moves and re-replicates them all, and 27 replicated internal partitions made
+# failovers on a loaded two-core machine outlast the scenarios' waits. The HTTP scenarios
+# keep the short grace: they need no replicated internal topics.
+COORDINATOR_FAULT_ENV = {
+    **FAULT_ENV,
+    "SLUICE_INTERNAL_TOPICS_GRACE_S": "60",
+    "SLUICE_OFFSETS_TOPIC_PARTITIONS": "3",
+    "SLUICE_TXN_STATE_TOPIC_PARTITIONS": "3",
+}
 SESSION_TIMEOUT_S = float(FAST_FAILOVER_ENV["SLUICE_BROKER_SESSION_TIMEOUT_S"])
 
 
@@ -260,6 +273,33 @@ class FaultCluster:
             self.resume(b)
         for b in BROKER_IDS:
             self.restart(b)
+        self.wait_brokers_live()
+
+    def wait_brokers_live(self, timeout: float = 30.0) -> None:
+        """Until the control plane sees every broker live (heartbeating and unfenced): a
+        broker resumed after a pause is fenced until it has caught up with the metadata
+        that fenced it, and a scenario starting before then would find too few brokers to
+        place its replicas on. A broker that stays fenced fails here with its log's tail."""
+        seen: dict[int, dict] = {}
+
+        def live() -> bool:
+            status, doc = self.cp.internal("GET", "controller")
+            if status != 200:
+                return False
+            seen.clear()
+            seen.update({b["broker_id"]: b for b in doc["brokers"]})
+            return all(seen.get(b, {}).get("live") for b in BROKER_IDS)
+
+        try:
+            wait_for("every broker live in the control plane", live, timeout)
+        except AssertionError as e:
+            down = [b for b in BROKER_IDS if not seen.get(b, {}).get("live")]
+            tails = "\n".join(
+                f"--- broker {b} (log tail) ---\n{self.brokers[b].output()[-2000:]}" for b in down
+            )
+            raise AssertionError(
+                f"{e}; brokers as the control plane sees them: {seen}\n{tails}"
+            ) from None
 
     def partition_dir(self, broker: int, topic: FaultTopic, partition: int = 0) -> Path:
         return self.brokers[broker].data_dir / f"{topic.topic_id}-{partition}"  # type: ignore[attr-defined]

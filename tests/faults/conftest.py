@@ -29,11 +29,19 @@ def long_run() -> bool:
     return os.environ.get("SLUICE_FAULTS_LONG") == "1"
 
 
-@pytest.fixture(scope="session")
+def long_only(covered_by: str) -> pytest.MarkDecorator:
+    """A scenario ``make faults`` runs and ``make test`` skips, because ``covered_by`` (a
+    scenario ``make test`` runs) proves the same guarantee through the same broker path."""
+    return pytest.mark.skipif(
+        not long_run(), reason=f"make faults only (SLUICE_FAULTS_LONG=1); {covered_by}"
+    )
+
+
+@pytest.fixture(scope="package")
 def fault_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultCluster]:
     """Control plane, controller and three brokers (default flush policy, every link
     through a proxy: ``FaultCluster(proxied=True)``) shared by every scenario: one
-    cluster's start-up instead of one per module."""
+    cluster's start-up instead of one per module; stopped after the last fault scenario."""
     with start_control_plane(tmp_path_factory.mktemp("faults"), FAULT_ENV) as cp:
         cluster = FaultCluster(cp, proxied=True)
         try:

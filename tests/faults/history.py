@@ -86,7 +86,7 @@ class History:
         self.name = name
         self._lock = threading.Lock()
         self.attempts: dict[str, tuple[str, int, float]] = {}  # value -> (producer, seq, t)
-        self.acks: dict[str, tuple[int, int, float]] = {}  # value -> (partition, offset, t)
+        self.acks: dict[str, tuple[int, int | None, float]] = {}  # value -> (partition, offset, t)
         self.failures: dict[str, str] = {}
         self.faults: list[tuple[str, float]] = []
         self.reads: dict[tuple[int, int], str] = {}  # (partition, offset) -> value
@@ -100,7 +100,9 @@ class History:
         with self._lock:
             self.attempts[value] = (producer, seq, time.monotonic())
 
-    def ack(self, value: str, partition: int, offset: int) -> None:
+    def ack(self, value: str, partition: int, offset: int | None) -> None:
+        """``offset`` None: acknowledged without one (librdkafka reports a retried batch the
+        broker answered as a duplicate so); checked for loss and duplication only."""
         with self._lock:
             self.acks[value] = (partition, offset, time.monotonic())
 
@@ -140,6 +142,8 @@ class History:
         for value, (partition, offset, _) in self.acks.items():
             if value not in where:
                 lost.append(value)
+            elif offset is None:
+                continue  # acknowledged without an offset (librdkafka: a duplicate's answer)
             elif at.get((partition, offset)) != value:
                 wrong_offset.append(
                     f"{value}: acknowledged at {partition}/{offset}, in the log at {where[value]}"
@@ -166,6 +170,8 @@ class History:
         """Per producer and partition, acknowledged offsets must rise in send order."""
         sent: dict[tuple[str, int], list[tuple[int, int, str]]] = defaultdict(list)
         for value, (partition, offset, _) in self.acks.items():
+            if offset is None:  # acknowledged without an offset: nothing to order
+                continue
             producer, seq, _ = self.attempts.get(value, ("?", -1, 0.0))
             sent[(producer, partition)].append((seq, offset, value))
         out = []

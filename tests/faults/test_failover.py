@@ -17,7 +17,7 @@ import urllib.request
 from functools import partial
 
 from tests.faults.cluster import BROKER_IDS, SESSION_TIMEOUT_S, FaultCluster
-from tests.faults.conftest import long_run
+from tests.faults.conftest import long_only, long_run
 from tests.faults.history import History
 from tests.faults.load import GroupReader, LoadProducer, Reader, drain, read_replicas
 from tests.faults.load import _get as get
@@ -107,8 +107,10 @@ def test_leader_killed_repeatedly(cluster: FaultCluster, report) -> None:
     """Scenario 1: kill -9 the leader of partition 0 (five times at full length), restarting
     it each time; at full length then a fault while the ISR is not full (a follower killed
     and, while it is down, the leader: the one in-sync replica left leads; shortened, the
-    lagging-follower scenario covers that); last, kill -9 of the leader and a follower at
-    once (the survivor leads every partition below min ISR until they rejoin)."""
+    lagging-follower scenario covers that) and last kill -9 of the leader and a follower at
+    once (the survivor leads every partition below min ISR until they rejoin; shortened,
+    test_kafka_clients' leader-and-follower scenario covers that, asserting also that
+    nothing sent while two are down is acknowledged)."""
     run = Run(cluster, "kill-leader", group=True, multi_batch=True)
     kills = 5 if long_run() else 1
     for _ in range(kills):
@@ -134,20 +136,21 @@ def test_leader_killed_repeatedly(cluster: FaultCluster, report) -> None:
         cluster.restart(follower)
         cluster.restart(leader)
         kills += 2
-    # two brokers at once
-    time.sleep(PHASE_S)
-    cluster.wait_all_isr(run.topic, 3, timeout=30)
-    leader = cluster.wait_leader(run.topic)
-    victims = [leader, next(b for b in BROKER_IDS if b != leader)]
-    run.history.fault(f"kill -9 brokers {victims} at once")
-    for b in victims:
-        cluster.kill(b)
-    survivor = next(b for b in BROKER_IDS if b not in victims)
-    for p in range(run.topic.partitions):
-        assert cluster.wait_leader(run.topic, p, not_in=victims, timeout=30) == survivor
-    time.sleep(PHASE_S / 2)
-    for b in victims:
-        cluster.restart(b)
+    victims: list[int] = []
+    if long_run():  # two brokers at once
+        time.sleep(PHASE_S)
+        cluster.wait_all_isr(run.topic, 3, timeout=30)
+        leader = cluster.wait_leader(run.topic)
+        victims = [leader, next(b for b in BROKER_IDS if b != leader)]
+        run.history.fault(f"kill -9 brokers {victims} at once")
+        for b in victims:
+            cluster.kill(b)
+        survivor = next(b for b in BROKER_IDS if b not in victims)
+        for p in range(run.topic.partitions):
+            assert cluster.wait_leader(run.topic, p, not_in=victims, timeout=30) == survivor
+        time.sleep(PHASE_S / 2)
+        for b in victims:
+            cluster.restart(b)
     time.sleep(PHASE_S)
     verdict = run.finish()
     assert verdict.acknowledged > 0
@@ -157,7 +160,7 @@ def test_leader_killed_repeatedly(cluster: FaultCluster, report) -> None:
     )
     report(
         verdict,
-        kills=kills + 2,
+        kills=kills + len(victims),
         killed_at_once=victims,
         group_commits=group.commits,
         group_retried=group.retried,
@@ -176,8 +179,12 @@ def test_paused_leader_is_fenced(cluster: FaultCluster, report) -> None:
     new = cluster.wait_leader(run.topic, not_in=(leader,), timeout=SESSION_TIMEOUT_S + 20)
     time.sleep(PHASE_S)
     # A client with stale metadata writes to the old leader while it is paused: the request
-    # waits in the socket backlog and is served the moment it resumes, before it has heard
-    # of the new leader. It must not be acknowledged.
+    # waits in the socket backlog and is served the moment it resumes, before or after it
+    # hears of the new leader. It must not be acknowledged by the old leader. The request
+    # carries the forwarding mark, as one a front broker with stale metadata sent on would:
+    # unmarked, a broker that has already heard of the new leader forwards it there (the
+    # front door, docs/data-plane-api.md) and the new leader's acknowledgement is legitimate,
+    # which is not what this checks.
     stale: dict = {}
     url = (
         cluster.brokers[leader].url
@@ -186,7 +193,8 @@ def test_paused_leader_is_fenced(cluster: FaultCluster, report) -> None:
     body = {"partition_id": 0, "value": {"type": "STRING", "data": "stale-write"}}
 
     def write() -> None:
-        stale["status"], stale["body"] = post(url, body, cluster.api_key)
+        forwarded = {"Sluice-Forwarded": str(new)}
+        stale["status"], stale["body"] = post(url, body, cluster.api_key, headers=forwarded)
 
     run.history.attempt("stale-write", "stale", 0)
     writer = threading.Thread(target=write)
@@ -389,12 +397,16 @@ def hw_of(cluster: FaultCluster, topic) -> dict[int, int]:
     return out
 
 
-def post(url: str, body: dict, api_key: str) -> tuple[int, dict]:
+def post(url: str, body: dict, api_key: str, headers: dict | None = None) -> tuple[int, dict]:
     req = urllib.request.Request(
         url,
         data=json.dumps(body).encode(),
         method="POST",
-        headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"},
+        headers={
+            "Authorization": f"Bearer {api_key}",
+            "Content-Type": "application/json",
+            **(headers or {}),
+        },
     )
     try:
         with urllib.request.urlopen(req, timeout=20) as r:
@@ -480,6 +492,7 @@ def test_controller_paused_and_killed_during_elections(cluster: FaultCluster, re
     report(verdict, controller_epochs=[first["epoch"], second["epoch"], third["epoch"]])
 
 
+@long_only("test_kafka_clients' every-broker kill checks the same recovery and more")
 def test_every_broker_killed_at_once(cluster: FaultCluster, report) -> None:
     """Scenario 14: kill -9 of every broker at once (the OOM killer on the single-machine
     default), then all three restarted: every partition comes back by itself (KIP-966

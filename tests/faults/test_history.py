@@ -111,3 +111,13 @@ def test_seconds_to_recover_waits_for_every_partition() -> None:
     h.acks.update({"x": (0, 0, 11.0), "y": (1, 0, 14.0), "z": (2, 0, 10.1)})
     # z was sent before the fault: it does not count
     assert h.check().seconds_to_recover == 4.0
+
+
+def test_an_ack_without_offset_is_checked_for_loss_only() -> None:
+    """librdkafka acknowledges a retried batch the broker answered as a duplicate without an
+    offset: the record must still be in the log, and nothing else is asked of it."""
+    h = clean()
+    h.acks["a-2"] = (0, None, 0.0)
+    assert h.check().problems() == {}
+    h.final[0] = [(o, v) for o, v in h.final[0] if v != "a-2"]
+    assert h.check().lost == ["a-2"]

@@ -30,7 +30,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from brokernodes.server.protocol.kafka import apis
 from brokernodes.server.protocol.kafka import errors as kerr
-from tests.faults.cluster import BROKER_IDS, FAULT_ENV
+from tests.faults.cluster import BROKER_IDS, COORDINATOR_FAULT_ENV
 from tests.faults.conftest import long_run
 from tests.faults.kafka_cluster import KafkaFaultCluster
 from tests.faults.kafka_load import KafkaTailReader, committed_offsets
@@ -51,7 +51,7 @@ EVENT_TIMEOUT_S = 60.0
 def txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaFaultCluster]:
     """Control plane, controller and three Kafka-listening brokers; the internal topics
     (``__transaction_state``, ``__consumer_offsets``) wait for all three brokers."""
-    env = {**FAULT_ENV, "SLUICE_INTERNAL_TOPICS_GRACE_S": "60"}
+    env = COORDINATOR_FAULT_ENV
     with start_control_plane(tmp_path_factory.mktemp("txn-faults"), env) as cp:
         cluster = KafkaFaultCluster(cp)
         try:
