@@ -146,12 +146,24 @@ class LiveJob:
         self.commit_states = StateLog(root / "commits" / "state")
         self.usage_states = StateLog(root / "usage" / "state")
         self._lock = threading.Lock()  # the commit state and the sink, between threads
+        # one micro-batch at a time: the two queries' foreachBatch calls come on two threads,
+        # and their Spark jobs submitted at once failed a task now and then in local mode
+        # (java.io.OptionalDataException deserializing it), which fails the query
+        self._batch = threading.Lock()
         self._commits = self.commit_states.latest().commits  # a restart resumes from here
         self.queries: list = []
 
     # -- micro-batches (called by Spark's foreachBatch, on the driver) ----------------------
 
     def on_commits(self, df, batch_id: int) -> None:
+        with self._batch:
+            self._on_commits(df, batch_id)
+
+    def on_usage(self, df, batch_id: int) -> None:
+        with self._batch:
+            self._on_usage(df, batch_id)
+
+    def _on_commits(self, df, batch_id: int) -> None:
         started = time.monotonic()
         latest = rows(live.latest_commits(df))
         state = self.commit_states.load_before(batch_id)
@@ -167,7 +179,7 @@ class LiveJob:
             (time.monotonic() - started) * 1000,
         )
 
-    def on_usage(self, df, batch_id: int) -> None:
+    def _on_usage(self, df, batch_id: int) -> None:
         started = time.monotonic()
         now = int(time.time() * 1000)
         state = self.usage_states.load_before(batch_id)

@@ -29,6 +29,11 @@ pytestmark = pytest.mark.slow
 CLUSTER = "sluice-local"
 
 
+def without_frames(log: str) -> str:
+    """``log`` without the JVM's stack frames: the causes are what a failure message needs."""
+    return "\n".join(line for line in log.splitlines() if not line.lstrip().startswith("at "))
+
+
 @pytest.fixture
 def control_plane_env() -> dict[str, str]:  # noqa: F811
     return {
@@ -112,7 +117,9 @@ def test_live_lag_and_throughput_end_to_end(control_plane: ControlPlane, tmp_pat
             )
         except subprocess.TimeoutExpired as e:
             raise AssertionError(f"analytics_live hung: {(e.stderr or b'')[-5000:]!r}") from None
-        assert done.returncode == 0, done.stderr[-3000:]
+        runs = sorted(tmp_path.glob("analytics_live-*.log"))
+        (tmp_path / f"analytics_live-{len(runs)}.log").write_text(done.stderr)  # frames and all
+        assert done.returncode == 0, without_frames(done.stderr)[-5000:]
         print("\n".join(line for line in done.stderr.splitlines() if "live " in line))
 
     def stored_bytes() -> int:
@@ -211,7 +218,9 @@ def test_live_lag_and_throughput_end_to_end(control_plane: ControlPlane, tmp_pat
         except AssertionError as e:  # say what the job logged
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=30)
-            raise AssertionError(f"{e}; analytics_live's log: {err[-5000:]}") from None
+            raise AssertionError(
+                f"{e}; analytics_live's log: {without_frames(err)[-8000:]}"
+            ) from None
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)

@@ -15,6 +15,7 @@ from backend.analytics.live_services import ControlPlaneSink
 from backend.analytics.models import LiveLagMinute, LiveStream, LiveThroughputMinute
 from backend.tenancy import roles
 from brokernodes.server.coordinator.lag_metrics import GroupLagCollector
+from brokernodes.server.metadata.cluster import current_tenant
 from brokernodes.server.metrics import BrokerMetrics
 
 from .conftest import key_client
@@ -32,8 +33,11 @@ class Broker:
         self.metrics.registry.register(self.lag)
 
     def produce(self, tenant, topic: str, records: int, size: int) -> None:
-        self.metrics.records_in.labels(str(tenant), topic).inc(records)
-        self.metrics.bytes_in.labels(str(tenant), topic).inc(size)
+        token = current_tenant.set(str(tenant))
+        try:
+            self.metrics.record_in(topic, size, records)
+        finally:
+            current_tenant.reset(token)
 
     def text(self) -> str:
         return generate_latest(self.metrics.registry).decode()
@@ -57,7 +61,7 @@ def test_growth_counts_a_reset_from_zero_and_a_new_series_whole():
 def test_parse_keeps_tenant_series_and_lag_per_partition(world):
     b = Broker()
     b.produce(world.a.org.id, "orders", 3, 300)
-    b.metrics.records_in.labels("", "static").inc(9)  # no tenant: not the control plane's
+    b.produce("", "static", 9, 0)  # no tenant: not the control plane's
     b.lag.rows = [(f"{world.a.org.id}/billing", "orders", 0, 7, None), ("bare", "t", 0, 1, None)]
     counters, lag = live_sampler.parse_metrics(b.text())
     assert counters == {f"{world.a.org.id}/orders": [3, 300, 0, 0]}

@@ -9,10 +9,13 @@ it reads what is there, samples the lag once and exits; a failure is then its ex
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -21,6 +24,16 @@ from backend.analytics import live_services, runner
 
 logger = logging.getLogger("sluice.analytics")
 FIRST_BACKOFF_S, MAX_BACKOFF_S = 5.0, 300.0
+
+
+def _terminate_children() -> None:
+    """SIGTERM to this process's children (Spark's JVM while it starts), from Linux's
+    ``/proc/self/task/*/children``; nothing where that does not exist."""
+    for listing in Path("/proc/self/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            for pid in listing.read_text().split():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(int(pid), signal.SIGTERM)
 
 
 class Command(BaseCommand):
@@ -44,10 +57,22 @@ class Command(BaseCommand):
     def handle(self, *args, checkpoint, interval, available_now, wait, **options) -> None:
         logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per Spark callback
         stop = threading.Event()
+        starting = True  # until the job runs: Spark's start-up holds the main thread
+
+        def on_signal(*_) -> None:
+            stop.set()
+            if starting:
+                # nothing to save yet (no batch, no checkpoint): stop now rather than after
+                # the JVM's start-up (10-20 s on a loaded machine, past `make up`'s 15 s stop
+                # bound), and stop the JVM being started too: it would outlive this process
+                _terminate_children()
+                raise SystemExit(0)
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
+            signal.signal(sig, on_signal)
         if available_now:
             job = self._job(checkpoint, interval, stop, deadline=time.monotonic() + wait)
+            starting = False
             if job is not None:
                 job.run_available_now()
             return
@@ -55,7 +80,9 @@ class Command(BaseCommand):
         while not stop.is_set():
             started = time.monotonic()
             try:
+                starting = True
                 job = self._job(checkpoint, interval, stop, deadline=None)
+                starting = False
                 if job is None:
                     return
                 logger.info("live analytics: every %g s, checkpoint %s", interval, checkpoint)
