@@ -48,6 +48,14 @@ logger = logging.getLogger("sluice.spark.live")
 
 DEFAULT_INTERVAL_S = 30.0
 DEFAULT_RETENTION_MS = 24 * 3_600_000
+# The first Python streaming source a JVM starts adds entries to a map that every "sluice"
+# read shares (Spark's PythonStreamingSourceRunner.init puts SPARK_LOCAL_DIRS and others
+# into the registered data source's envVars, in place). A task serialized for the other
+# query at that moment carries a torn copy of the map and fails to deserialize
+# (java.io.OptionalDataException), failing the query. Each query is therefore started only
+# once the one before it has its source running: later inits replace values, never add keys.
+SOURCE_INIT_TIMEOUT_S = 120.0
+_STARTING = ("Initializing StreamExecution", "Initializing sources")
 KEPT_STATES = 3  # state files kept per stream (the one a replay needs, and spares)
 
 
@@ -120,6 +128,22 @@ class LiveConfig:
     max_offsets_per_trigger: int | None = None
 
 
+def wait_sources_initialized(query, timeout_s: float) -> None:
+    """Return once ``query`` is past initialising its sources (or has stopped), polling its
+    status; after ``timeout_s`` go on with a warning (the next query then risks the race
+    above rather than never starting)."""
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.status["message"] in _STARTING:
+        if time.monotonic() >= deadline:
+            logger.warning(
+                "live query %s: sources still initialising after %.0f s; going on",
+                query.name,
+                timeout_s,
+            )
+            return
+        time.sleep(0.05)
+
+
 class LiveJob:
     """The two queries, their state and the lag sampler. ``topics()`` names the tenant
     topics whose log ends are sampled (called at every sample: new topics join)."""
@@ -146,24 +170,12 @@ class LiveJob:
         self.commit_states = StateLog(root / "commits" / "state")
         self.usage_states = StateLog(root / "usage" / "state")
         self._lock = threading.Lock()  # the commit state and the sink, between threads
-        # one micro-batch at a time: the two queries' foreachBatch calls come on two threads,
-        # and their Spark jobs submitted at once failed a task now and then in local mode
-        # (java.io.OptionalDataException deserializing it), which fails the query
-        self._batch = threading.Lock()
         self._commits = self.commit_states.latest().commits  # a restart resumes from here
         self.queries: list = []
 
     # -- micro-batches (called by Spark's foreachBatch, on the driver) ----------------------
 
     def on_commits(self, df, batch_id: int) -> None:
-        with self._batch:
-            self._on_commits(df, batch_id)
-
-    def on_usage(self, df, batch_id: int) -> None:
-        with self._batch:
-            self._on_usage(df, batch_id)
-
-    def _on_commits(self, df, batch_id: int) -> None:
         started = time.monotonic()
         latest = rows(live.latest_commits(df))
         state = self.commit_states.load_before(batch_id)
@@ -179,7 +191,7 @@ class LiveJob:
             (time.monotonic() - started) * 1000,
         )
 
-    def _on_usage(self, df, batch_id: int) -> None:
+    def on_usage(self, df, batch_id: int) -> None:
         started = time.monotonic()
         now = int(time.time() * 1000)
         state = self.usage_states.load_before(batch_id)
@@ -299,7 +311,9 @@ class LiveJob:
                 w = w.trigger(availableNow=True)
             else:
                 w = w.trigger(processingTime=f"{self.config.interval_s:g} seconds")
-            self.queries.append(w.start())
+            query = w.start()
+            self.queries.append(query)
+            wait_sources_initialized(query, SOURCE_INIT_TIMEOUT_S)
         return self.queries
 
     def stop(self) -> None:

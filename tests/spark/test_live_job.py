@@ -158,3 +158,37 @@ def test_long_running_job_keeps_minutes_current_and_resumes(spark, broker, tmp_p
         stop.set()
         thread.join(60)
     assert not thread.is_alive()
+
+
+def test_each_query_starts_once_the_one_before_has_its_source(spark, broker, tmp_path, monkeypatch):
+    """The second query starts only after the first has left ``Initializing sources`` (the
+    first Python source a JVM starts adds keys to a map every read task carries; see
+    docs/analytics.md): when each ``start`` returns from its wait the query is past it."""
+    from spark.jobs import live
+
+    seen: list[tuple[str, str, int]] = []
+    wait = live.wait_sources_initialized
+
+    def recording(query, timeout_s: float) -> None:
+        wait(query, timeout_s)
+        seen.append((query.name, query.status["message"], len(job.queries)))
+
+    monkeypatch.setattr(live, "wait_sources_initialized", recording)
+    job = LiveJob(
+        spark,
+        Source(broker.url, cluster_secret=SECRET),
+        offsets_topic=TopicRef("__consumer_offsets"),
+        usage_topic=TopicRef("__usage"),
+        topics=lambda: [TopicRef("orders")],
+        sink=DictSink(),
+        config=LiveConfig(str(tmp_path / "checkpoint"), interval_s=1.0),
+    )
+    try:
+        job.start()
+    finally:
+        job.stop()
+    assert [(name, started) for name, _, started in seen] == [
+        ("sluice-live-commits", 1),  # the usage query not started yet
+        ("sluice-live-usage", 2),
+    ]
+    assert all(message not in live._STARTING for _, message, _ in seen), seen
