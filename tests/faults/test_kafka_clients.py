@@ -168,7 +168,11 @@ class KafkaRun:
         by partition, as the issue does): each partition's records are exactly the
         acknowledged ones, in the producer's send order, at their acknowledged offsets (a
         delivery report without an offset, librdkafka's answer for a batch the broker
-        recognised as a duplicate, is checked by value only)."""
+        recognised as a duplicate, is checked by value only). The checker's findings first:
+        they name the kind of problem (lost, duplicated, ...) that a partition's list shows."""
+        verdict = self.history.check()
+        problems = {name: found[:5] for name, found in verdict.problems().items()}
+        assert not problems, f"{verdict.summary()}\nfirst of each: {problems}"
         acked: dict[int, list[tuple[int, int | None, str]]] = {p: [] for p in self.history.final}
         for value, (p, offset, _) in self.history.acks.items():
             acked.setdefault(p, []).append((self.history.attempts[value][1], offset, value))
