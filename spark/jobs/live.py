@@ -128,12 +128,14 @@ class LiveConfig:
     max_offsets_per_trigger: int | None = None
 
 
-def wait_sources_initialized(query, timeout_s: float) -> None:
-    """Return once ``query`` is past initialising its sources (or has stopped), polling its
-    status; after ``timeout_s`` go on with a warning (the next query then risks the race
-    above rather than never starting)."""
+def wait_sources_initialized(query, timeout_s: float, stop: threading.Event | None = None) -> None:
+    """Return once ``query`` is past initialising its sources (or has stopped, or ``stop``
+    is set), polling its status; after ``timeout_s`` go on with a warning (the next query
+    then risks the race above rather than never starting)."""
     deadline = time.monotonic() + timeout_s
     while query.isActive and query.status["message"] in _STARTING:
+        if stop is not None and stop.is_set():
+            return
         if time.monotonic() >= deadline:
             logger.warning(
                 "live query %s: sources still initialising after %.0f s; going on",
@@ -280,9 +282,10 @@ class LiveJob:
             r = r.option("maxOffsetsPerTrigger", str(self.config.max_offsets_per_trigger))
         return r.options(**options).load()
 
-    def start(self, *, available_now: bool = False) -> list:
-        """Start both queries (``available_now``: read what is there now and stop, for a
-        bounded run)."""
+    def start(self, *, available_now: bool = False, stop: threading.Event | None = None) -> list:
+        """Start both queries, each once the one before has its source running (see
+        ``SOURCE_INIT_TIMEOUT_S``); ``available_now``: read what is there now and stop, for a
+        bounded run. Once ``stop`` is set no further query is started."""
         root = Path(self.config.checkpoint)
         now = int(time.time() * 1000)
         plans = (
@@ -305,15 +308,17 @@ class LiveJob:
             ),
         )
         for name, df, handler, checkpoint in plans:
+            if self.queries:
+                wait_sources_initialized(self.queries[-1], SOURCE_INIT_TIMEOUT_S, stop)
+            if stop is not None and stop.is_set():
+                break
             w = df.writeStream.queryName(name).foreachBatch(handler)
             w = w.option("checkpointLocation", str(checkpoint))
             if available_now:
                 w = w.trigger(availableNow=True)
             else:
                 w = w.trigger(processingTime=f"{self.config.interval_s:g} seconds")
-            query = w.start()
-            self.queries.append(query)
-            wait_sources_initialized(query, SOURCE_INIT_TIMEOUT_S)
+            self.queries.append(w.start())
         return self.queries
 
     def stop(self) -> None:
@@ -339,9 +344,9 @@ class LiveJob:
         every ``interval_s``, mark the usage stream current when it is idle."""
         if stop.is_set():
             return
-        self.start()
         n = 0
         try:
+            self.start(stop=stop)  # inside: a query started before a failure is stopped
             while not stop.is_set() and (ticks is None or n < ticks):
                 self.check()
                 try:
@@ -356,8 +361,8 @@ class LiveJob:
 
     def run_available_now(self, timeout_s: float = 300) -> None:
         """A bounded run: both queries read what is there now, then one lag sample."""
-        self.start(available_now=True)
         try:
+            self.start(available_now=True)
             for q in self.queries:
                 if not q.awaitTermination(timeout_s):
                     raise TimeoutError(f"live query {q.name} did not finish in {timeout_s} s")

@@ -161,34 +161,45 @@ def test_long_running_job_keeps_minutes_current_and_resumes(spark, broker, tmp_p
 
 
 def test_each_query_starts_once_the_one_before_has_its_source(spark, broker, tmp_path, monkeypatch):
-    """The second query starts only after the first has left ``Initializing sources`` (the
-    first Python source a JVM starts adds keys to a map every read task carries; see
-    docs/analytics.md): when each ``start`` returns from its wait the query is past it."""
+    """The usage query starts only after the commits query has left ``Initializing sources``
+    (the first Python source a JVM starts adds keys to a map every read task carries; see
+    docs/analytics.md), and a stop set meanwhile starts no further query."""
     from spark.jobs import live
 
     seen: list[tuple[str, str, int]] = []
     wait = live.wait_sources_initialized
 
-    def recording(query, timeout_s: float) -> None:
-        wait(query, timeout_s)
+    def recording(query, timeout_s: float, stop=None) -> None:
+        wait(query, timeout_s, stop)
         seen.append((query.name, query.status["message"], len(job.queries)))
 
     monkeypatch.setattr(live, "wait_sources_initialized", recording)
-    job = LiveJob(
-        spark,
-        Source(broker.url, cluster_secret=SECRET),
-        offsets_topic=TopicRef("__consumer_offsets"),
-        usage_topic=TopicRef("__usage"),
-        topics=lambda: [TopicRef("orders")],
-        sink=DictSink(),
-        config=LiveConfig(str(tmp_path / "checkpoint"), interval_s=1.0),
-    )
+
+    def new_job() -> LiveJob:
+        return LiveJob(
+            spark,
+            Source(broker.url, cluster_secret=SECRET),
+            offsets_topic=TopicRef("__consumer_offsets"),
+            usage_topic=TopicRef("__usage"),
+            topics=lambda: [TopicRef("orders")],
+            sink=DictSink(),
+            config=LiveConfig(str(tmp_path / "checkpoint"), interval_s=1.0),
+        )
+
+    job = new_job()
     try:
-        job.start()
+        started = [q.name for q in job.start()]
     finally:
         job.stop()
-    assert [(name, started) for name, _, started in seen] == [
-        ("sluice-live-commits", 1),  # the usage query not started yet
-        ("sluice-live-usage", 2),
-    ]
-    assert all(message not in live._STARTING for _, message, _ in seen), seen
+    assert started == ["sluice-live-commits", "sluice-live-usage"]
+    ((name, message, running),) = seen  # one wait: before the second query
+    assert (name, running) == ("sluice-live-commits", 1)  # the usage query not started yet
+    assert message not in live._STARTING, message
+
+    stop = threading.Event()
+    stop.set()
+    job = new_job()
+    try:
+        assert [q.name for q in job.start(stop=stop)] == []
+    finally:
+        job.stop()
