@@ -199,6 +199,7 @@ class Partition:
         # the requests it covers, then those of requests that need the next one
         self._commit_target: int | None = None
         self._commit_waiters: list[asyncio.Future[None]] = []
+        self._inflight_waiters: list[asyncio.Future[None]] = []  # the fsync in flight's
         self._next_waiters: list[asyncio.Future[None]] = []
         self._plain_config: LogConfig | None = None  # the last config seen not to rewrite
         # waiters, one future each: HW moved (consumers), LEO moved (replica fetches), HW /
@@ -658,13 +659,19 @@ class Partition:
                     f"{self.topic}-{self.partition}: the log was truncated below offset "
                     f"{end} before it was fsynced; those records were not acknowledged: retry"
                 )
+            if self.closed:
+                raise NotLeaderOrFollowerError(
+                    f"{self.topic}-{self.partition}: the log closed before the records were "
+                    f"fsynced; they were not acknowledged: retry"
+                )
             loop = self._running_loop()
             fut = loop.create_future()
             if self._commit_target is None:
                 self._commit_waiters.append(fut)
                 self._start_commit(loop)
             elif end <= self._commit_target:
-                self._commit_waiters.append(fut)
+                # the fsync in flight covers it: released with that fsync's own requests
+                self._inflight_waiters.append(fut)
             else:
                 self._next_waiters.append(fut)
             await fut
@@ -673,6 +680,7 @@ class Partition:
         """Start one group-commit fsync in a worker thread: everything below the log end."""
         target = self._commit_target = self.log.log_end_offset
         waiters, self._commit_waiters = self._commit_waiters, []
+        self._inflight_waiters = waiters  # on the loop only: the worker just hands it back
         loop.run_in_executor(None, self._commit, loop, target, waiters)
 
     def _commit(
@@ -696,11 +704,14 @@ class Partition:
         error: Exception | None,
     ) -> None:
         """On the loop: release the requests the fsync covered (failing them if it failed,
-        or if the log closed before it ran) and start the next fsync for those waiting."""
+        or if the partition closed before it ran) and start the next fsync for those
+        waiting. A request whose records the fsync left short of the recovery point (a
+        segment rolled at the target meanwhile: the log's ``_fsync_to``) is released too; it
+        finds the recovery point short and waits for the next fsync."""
         log = self.log
         if isinstance(error, KafkaStorageError):
             self._storage_failed(error)
-        elif error is None and log.recovery_point < min(target, log.log_end_offset):
+        elif error is None and self.closed and log.recovery_point < min(target, log.log_end_offset):
             error = NotLeaderOrFollowerError(  # closed meanwhile: the fsync did not happen
                 f"{self.topic}-{self.partition}: the log closed before the records were "
                 f"fsynced; they were not acknowledged: retry"

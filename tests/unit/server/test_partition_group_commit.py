@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import threading
 import time
 
 import pytest
@@ -143,6 +144,62 @@ def test_a_flush_that_raises_anything_fails_its_requests_instead_of_leaving_them
         )
         assert all(isinstance(o, ValueError) for o in outcomes), outcomes
         assert p.log.recovery_point == 0
+        p.log.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_request_the_fsync_in_flight_covers_is_released_by_it(tmp_path):
+    """A request appended before the fsync in flight started, but asking for it after (its
+    coroutine ran later), is released by that fsync, even when more requests queue for the
+    next one meanwhile (they once replaced it in the waiting list: it was never answered)."""
+
+    async def scenario():
+        p, flushed = leader(tmp_path, LogConfig(flush_messages=1))
+        gate = threading.Event()
+        flush = p.log.flush_policy_to
+
+        def gated(offset: int) -> None:
+            gate.wait(10)
+            flush(offset)
+
+        p.log.flush_policy_to = gated
+        p.log.append(batch("a"), leader_epoch=0, defer_flush=True)
+        p.log.append(batch("b"), leader_epoch=0, defer_flush=True)
+        second = asyncio.create_task(p._group_commit(2))  # starts the fsync up to 2
+        await asyncio.sleep(0.05)
+        p.log.append(batch("c"), leader_epoch=0, defer_flush=True)
+        first = asyncio.create_task(p._group_commit(1))  # covered by the fsync in flight
+        third = asyncio.create_task(p._group_commit(3))  # waits for the next one
+        await asyncio.sleep(0.05)
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(first, second, third), 10)
+        assert p.log.recovery_point == 3
+        assert flushed == [2, 3]
+        p.log.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_fsync_left_short_of_its_target_is_followed_by_another(tmp_path):
+    """An fsync that leaves the recovery point short of its target (a segment rolled at the
+    target meanwhile) neither fails its requests nor answers them: the next fsync covers
+    them and they are answered then."""
+
+    async def scenario():
+        p, flushed = leader(tmp_path, LogConfig(flush_messages=1))
+        flush = p.log.flush_policy_to
+
+        def short_once(offset: int) -> None:
+            flush(offset - 1 if not flushed else offset)
+
+        p.log.flush_policy_to = short_once
+        results = await asyncio.wait_for(
+            asyncio.gather(*(p.append_as_leader(batch(f"r{i}"), acks=1) for i in range(3))), 10
+        )
+        assert p.log.recovery_point == 3
+        assert all(p.log.recovery_point > r.last_offset for r in results)
+        assert len(flushed) >= 2
         p.log.close()
 
     asyncio.run(scenario())
