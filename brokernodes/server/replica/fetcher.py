@@ -320,6 +320,10 @@ class ReplicaFetcher:
                 request.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await request
+            elif not request.cancelled():
+                # failed as this fetch was being cancelled: the failure is the cancelled
+                # fetch's, not one for asyncio to log as never retrieved
+                request.exception()
         if request.cancelled():
             return None
         return request.result()
