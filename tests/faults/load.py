@@ -93,6 +93,15 @@ def leader_urls(urls: list[str], api_key: str, topic: str) -> dict[int, str]:
     return {}
 
 
+class OffsetOutOfRange(AssertionError):
+    """A fetch past the partition's log end: a loss, except after an unclean election
+    (``Reader(truncation_allowed=True)``), where the new leader's log may end lower."""
+
+    def __init__(self, message: str, log_end_offset: int) -> None:
+        super().__init__(message)
+        self.log_end_offset = log_end_offset
+
+
 def fetch(url: str, api_key: str, topic: str, partition: int, offset: int):
     """(status, high watermark, [(offset, value)]) from one binary fetch."""
     path = (
@@ -101,6 +110,11 @@ def fetch(url: str, api_key: str, topic: str, partition: int, offset: int):
     )
     status, headers, body = _get(path, api_key)
     if status != 200:
+        if status == 416:
+            doc = json.loads(body)
+            raise OffsetOutOfRange(
+                f"fetch {path} answered {status}: {body[:300]!r}", int(doc["log_end_offset"])
+            )
         if not retriable_answer(status, body):
             raise AssertionError(f"fetch {path} answered {status}: {body[:300]!r}")
         return status, -1, []
@@ -210,11 +224,23 @@ class LoadProducer:
 
 
 class Reader:
-    """Tails every partition from its current leader, recording what it reads."""
+    """Tails every partition from its current leader, recording what it reads. With
+    ``truncation_allowed`` a partition whose log now ends below the reader's position (an
+    unclean election) is read on from that end, as a consumer's auto.offset.reset=latest
+    would, and counted in ``resets``; otherwise that is a failure."""
 
     def __init__(
-        self, history: History, urls: list[str], api_key: str, topic: str, partitions: int
+        self,
+        history: History,
+        urls: list[str],
+        api_key: str,
+        topic: str,
+        partitions: int,
+        *,
+        truncation_allowed: bool = False,
     ) -> None:
+        self.truncation_allowed = truncation_allowed
+        self.resets = 0
         self.history = history
         self.urls = urls
         self.api_key = api_key
@@ -242,6 +268,12 @@ class Reader:
                     status, _, records = fetch(url, self.api_key, self.topic, p, pos)
                 except (OSError, http.client.HTTPException):  # leader down or cut off
                     status, records = -1, []
+                except OffsetOutOfRange as e:
+                    if not self.truncation_allowed:
+                        raise
+                    self.positions[p] = e.log_end_offset
+                    self.resets += 1
+                    continue
                 if status != 200:  # a retriable answer (fetch raises on any other)
                     self.retries += 1
                     leaders = {}
