@@ -58,6 +58,19 @@ def broker(tmp_path):
         launcher.close()
 
 
+def live_job(spark, broker, sink: DictSink, tmp_path) -> LiveJob:
+    """The job over the harness broker's orders topic, checkpointing under ``tmp_path``."""
+    return LiveJob(
+        spark,
+        Source(broker.url, cluster_secret=SECRET),
+        offsets_topic=TopicRef("__consumer_offsets"),
+        usage_topic=TopicRef("__usage"),
+        topics=lambda: [TopicRef("orders")],
+        sink=sink,
+        config=LiveConfig(str(tmp_path / "checkpoint"), interval_s=1.0),
+    )
+
+
 def wait_until(what: str, check, timeout: float = 120.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -101,15 +114,7 @@ def test_long_running_job_keeps_minutes_current_and_resumes(spark, broker, tmp_p
     sink = DictSink()
 
     def job() -> LiveJob:
-        return LiveJob(
-            spark,
-            Source(broker.url, cluster_secret=SECRET),
-            offsets_topic=TopicRef("__consumer_offsets"),
-            usage_topic=TopicRef("__usage"),
-            topics=lambda: [TopicRef("orders")],
-            sink=sink,
-            config=LiveConfig(str(tmp_path / "checkpoint"), interval_s=1.0),
-        )
+        return live_job(spark, broker, sink, tmp_path)
 
     def running(j: LiveJob) -> tuple[threading.Event, threading.Thread]:
         stop = threading.Event()
@@ -175,18 +180,7 @@ def test_each_query_starts_once_the_one_before_has_its_source(spark, broker, tmp
 
     monkeypatch.setattr(live, "wait_sources_initialized", recording)
 
-    def new_job() -> LiveJob:
-        return LiveJob(
-            spark,
-            Source(broker.url, cluster_secret=SECRET),
-            offsets_topic=TopicRef("__consumer_offsets"),
-            usage_topic=TopicRef("__usage"),
-            topics=lambda: [TopicRef("orders")],
-            sink=DictSink(),
-            config=LiveConfig(str(tmp_path / "checkpoint"), interval_s=1.0),
-        )
-
-    job = new_job()
+    job = live_job(spark, broker, DictSink(), tmp_path)
     try:
         started = [q.name for q in job.start()]
     finally:
@@ -198,7 +192,7 @@ def test_each_query_starts_once_the_one_before_has_its_source(spark, broker, tmp
 
     stop = threading.Event()
     stop.set()
-    job = new_job()
+    job = live_job(spark, broker, DictSink(), tmp_path)
     try:
         assert [q.name for q in job.start(stop=stop)] == []
     finally:

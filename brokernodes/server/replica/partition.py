@@ -198,7 +198,6 @@ class Partition:
         # the group commit: the fsync in flight (its target; None: none) and the futures of
         # the requests it covers, then those of requests that need the next one
         self._commit_target: int | None = None
-        self._commit_waiters: list[asyncio.Future[None]] = []
         self._inflight_waiters: list[asyncio.Future[None]] = []  # the fsync in flight's
         self._next_waiters: list[asyncio.Future[None]] = []
         self._plain_config: LogConfig | None = None  # the last config seen not to rewrite
@@ -667,8 +666,7 @@ class Partition:
             loop = self._running_loop()
             fut = loop.create_future()
             if self._commit_target is None:
-                self._commit_waiters.append(fut)
-                self._start_commit(loop)
+                self._start_commit(loop, [fut])
             elif end <= self._commit_target:
                 # the fsync in flight covers it: released with that fsync's own requests
                 self._inflight_waiters.append(fut)
@@ -676,10 +674,11 @@ class Partition:
                 self._next_waiters.append(fut)
             await fut
 
-    def _start_commit(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _start_commit(
+        self, loop: asyncio.AbstractEventLoop, waiters: list[asyncio.Future[None]]
+    ) -> None:
         """Start one group-commit fsync in a worker thread: everything below the log end."""
         target = self._commit_target = self.log.log_end_offset
-        waiters, self._commit_waiters = self._commit_waiters, []
         self._inflight_waiters = waiters  # on the loop only: the worker just hands it back
         loop.run_in_executor(None, self._commit, loop, target, waiters)
 
@@ -724,11 +723,10 @@ class Partition:
                     fut.set_exception(error)
         self._commit_target = None
         if self._next_waiters:
-            self._commit_waiters, self._next_waiters = self._next_waiters, []
+            waiters, self._next_waiters = self._next_waiters, []
             if error is None:
-                self._start_commit(loop)
+                self._start_commit(loop, waiters)
             else:  # as a failed fsync's own waiters: the log is offline
-                waiters, self._commit_waiters = self._commit_waiters, []
                 for fut in waiters:
                     if not fut.done():
                         fut.set_exception(error)
