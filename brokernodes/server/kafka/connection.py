@@ -96,6 +96,9 @@ _SIZE = struct.Struct(">i")
 MAX_UNAUTHENTICATED_REQUEST_BYTES = 512 * 1024
 # Produce requests of one connection running at once (module docstring)
 MAX_PIPELINED = 16
+# How long a connection whose SASL exchange failed stays open after the answer (Kafka's
+# connection.failed.authentication.delay.ms default)
+FAILED_AUTHENTICATION_CLOSE_DELAY_S = 0.1
 
 
 class CloseConnection(Exception):
@@ -462,6 +465,11 @@ class KafkaConnection:
             body = await handler(self.ctx, header, request)
         except AuthenticationFailed as e:
             await self._send(encode_response(header, e.body))
+            # Kafka's connection.failed.authentication.delay.ms: the close waits, so the
+            # answer is read before the end of the stream (a client that reads both in one
+            # wake-up may drop the answer and see only a disconnect), and a client with a
+            # wrong secret reconnects no faster than this
+            await asyncio.sleep(FAILED_AUTHENTICATION_CLOSE_DELAY_S)
             # the one log line of a failed SASL exchange (the connection closes after it)
             raise CloseConnection(
                 f"SASL authentication failed: {e.body.get('error_message')}"

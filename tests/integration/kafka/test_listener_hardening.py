@@ -204,12 +204,16 @@ async def test_sasl_then_requests_and_metrics(tmp_path):
 
 
 @in_loop
-async def test_wrong_secret_answers_a_clear_failure_then_closes(tmp_path):
+async def test_wrong_secret_answers_a_clear_failure_then_closes(tmp_path, monkeypatch):
+    # the close waits after the answer (Kafka's connection.failed.authentication.delay.ms),
+    # lengthened here so that the wait is seen on a loaded machine
+    monkeypatch.setattr(kconn, "FAILED_AUTHENTICATION_CLOSE_DELAY_S", 1.5)
     async with Node(tmp_path) as node:
         c = await node.connect()
         answer = await c.authenticate(secret="wrong")
         assert answer["error_code"] == kerr.SASL_AUTHENTICATION_FAILED
         assert answer["error_message"]
+        assert not await c.closed(within=0.5), "closed with the answer, not after the delay"
         assert await c.closed()
         c = await node.connect()
         answer = await c.authenticate(key="nokey")
