@@ -65,15 +65,19 @@ export async function openConsole({ prefix = "", viewport = { width: 1366, heigh
       process.exit(1);
     }
   };
-  /** Sign in on `p` with the password form; picks `organisation` when the switcher asks. */
+  /** Sign in on `p` with the password form; picks `organisation` when the switcher asks,
+   * and returns once the console shows it. */
   const signIn = async (p = page, user = process.env.SLUICE_USER, password = process.env.SLUICE_PASSWORD, organisation = "Demo (owner)") => {
     await p.goto(URL + "/");
     await p.getByLabel("Username").fill(user);
     await p.getByLabel("Password").fill(password);
     await p.getByLabel("Password").press("Enter");
     await p.getByRole("button", { name: "Sign out" }).waitFor();
-    if (await p.getByText("Choose an organisation above", { exact: false }).count()) {
+    const choose = p.getByText("Choose an organisation above", { exact: false });
+    if (await choose.count()) {
       await p.getByLabel("Organisation").selectOption({ label: organisation });
+      // the switch is a POST: a navigation before its answer would cancel it
+      await choose.waitFor({ state: "detached" });
     }
   };
   /** Close the browser; a non-zero exit when the browser reported problems. */
