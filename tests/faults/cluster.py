@@ -143,6 +143,13 @@ class FaultCluster:
             "configs": {"min.insync.replicas": "2", **configs},
         }
         status, doc = self.cp.api("POST", "topics/", body, key=self.api_key)
+        for _ in range(3):
+            # a broker whose heartbeats lapsed for a session timeout on this loaded machine
+            # (2 s here) is briefly not available, and the placement refuses RF 3 meanwhile
+            if status == 201 or "replication_factor" not in doc.get("fields", {}):
+                break
+            self.wait_brokers_live()
+            status, doc = self.cp.api("POST", "topics/", body, key=self.api_key)
         assert status == 201, doc
         topic = FaultTopic(name, doc["topic_id"], partitions)
         wait_for(
