@@ -113,9 +113,6 @@ def test_long_running_job_keeps_minutes_current_and_resumes(spark, broker, tmp_p
 
     sink = DictSink()
 
-    def job() -> LiveJob:
-        return live_job(spark, broker, sink, tmp_path)
-
     def running(j: LiveJob) -> tuple[threading.Event, threading.Thread]:
         stop = threading.Event()
         t = threading.Thread(target=j.run, args=(stop,), daemon=True)
@@ -125,7 +122,7 @@ def test_long_running_job_keeps_minutes_current_and_resumes(spark, broker, tmp_p
     produce(0, 10)
     produce(1, 5)
     commit({0: 3})
-    stop, thread = running(job())
+    stop, thread = running(live_job(spark, broker, sink, tmp_path))
     try:
         lag = wait_until(
             "the lag of billing's committed partition",
@@ -149,7 +146,7 @@ def test_long_running_job_keeps_minutes_current_and_resumes(spark, broker, tmp_p
 
     # started again on the same checkpoint: more records add to the minutes, once
     produce(1, 4)
-    stop, thread = running(job())
+    stop, thread = running(live_job(spark, broker, sink, tmp_path))
     try:
         wait_until("19 records in", lambda: sink.records_in("orders") == 19)
         time.sleep(3)  # a few more triggers: nothing is added again
