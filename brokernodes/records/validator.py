@@ -20,6 +20,7 @@ any object, and refuses the batch with:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from brokernodes.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError
@@ -215,14 +216,27 @@ def walk_records(
     return lowest, highest, keyless
 
 
-# ``_walk_uniform``: the offset delta varint of record i, its first byte (one byte below 64,
-# two from 64 on) and its second (records 64 and on), for up to 8192 records.
-_UNIFORM_MAX_RECORDS = 8192
-_OFFSET_FIRST = bytes(
-    (i << 1) if i < 64 else ((i << 1) & 0x7F) | 0x80 for i in range(_UNIFORM_MAX_RECORDS)
-)
-_OFFSET_SECOND = bytes((i << 1) >> 7 for i in range(_UNIFORM_MAX_RECORDS))
+# ``_walk_uniform`` takes batches of up to this many records; the offset delta varint grows a
+# byte at record 64 and at record 8192 (zigzag 2**7 and 2**14), so a batch is up to three runs
+_UNIFORM_MAX_RECORDS = 1 << 17
+# the first record whose offset delta varint has 1, 2 and 3 bytes, and the end
+_OFFSET_WIDTH_STARTS = (0, 64, 8192, _UNIFORM_MAX_RECORDS)
 _ZIGZAG_1 = tuple((z >> 1) ^ -(z & 1) for z in range(0x80))  # one-byte varint -> value
+
+
+@functools.cache
+def _offset_bytes(width: int) -> tuple[bytes, ...]:
+    """Byte k (k < ``width``) of the offset delta varint of every record whose varint has
+    ``width`` bytes, one ``bytes`` per k, from the first such record on (built on first use:
+    the three-byte table is about 370 KiB)."""
+    first, stop = _OFFSET_WIDTH_STARTS[width - 1], _OFFSET_WIDTH_STARTS[width]
+    return tuple(
+        bytes(
+            (((i << 1) >> (7 * k)) & 0x7F) | (0x80 if k < width - 1 else 0)
+            for i in range(first, stop)
+        )
+        for k in range(width)
+    )
 
 
 def walk_lengths(
@@ -302,37 +316,41 @@ def walk_lengths(
 def _walk_uniform(
     data: bytes | bytearray, pos: int, end: int, count: int
 ) -> tuple[int, int, None] | None:
-    """``walk_lengths`` for a batch of 2 to 8192 records of one length each side of record
-    64 (where the offset delta grows a byte), as fixed-size keys and values give (fixed
-    schemas, load generators); or None, which says nothing about the batch. Records 0-63
-    and records 64 on are each a ``_uniform_run``; together they must end at ``end``."""
+    """``walk_lengths`` for a batch of 2 to ``_UNIFORM_MAX_RECORDS`` records of one length
+    within each run of equal offset delta widths (records 0-63, 64-8191, 8192 on), as
+    fixed-size keys and values give (fixed schemas, load generators, librdkafka's large
+    batches); or None, which says nothing about the batch. Each run is a ``_uniform_run``;
+    together they must end at ``end``."""
     if count < 2 or count > _UNIFORM_MAX_RECORDS:
         return None
-    run = _uniform_run(data, pos, end, 0, min(count, 64))
-    if run is None:
-        return None
-    pos, lowest, highest = run
-    if count > 64:
-        run = _uniform_run(data, pos, end, 64, count)
+    lows: list[int] = []
+    highs: list[int] = []
+    for width in (1, 2, 3):
+        first = _OFFSET_WIDTH_STARTS[width - 1]
+        if count <= first:
+            break
+        run = _uniform_run(data, pos, end, width, min(count, _OFFSET_WIDTH_STARTS[width]))
         if run is None:
             return None
         pos, low, high = run
-        lowest, highest = min(lowest, low), max(highest, high)
+        lows.append(low)
+        highs.append(high)
     if pos != end:
         return None
-    return lowest, highest, None
+    return min(lows), max(highs), None
 
 
 def _uniform_run(
-    data: bytes | bytearray, pos: int, end: int, first: int, stop: int
+    data: bytes | bytearray, pos: int, end: int, offset_width: int, stop: int
 ) -> tuple[int, int, int] | None:
-    """Records ``first`` to ``stop - 1`` from ``pos``, all as long as the first (its length
-    in one or two varint bytes), checked without a per-record Python step: each record then
-    starts at a multiple of that size, and a strided slice (one C-level copy) takes the same
-    byte of every record. Each length varint must be the first's, each timestamp delta one
-    byte, each offset delta varint the shortest encoding of its index: the checks the loop
-    in ``walk_lengths`` makes (a length of at least 6 keeps every byte read inside its
-    record). Returns (where the run ends, lowest and highest timestamp delta), or None."""
+    """The records from the first whose offset delta varint has ``offset_width`` bytes to
+    record ``stop - 1``, from ``pos``, all as long as the first (its length in one or two
+    varint bytes), checked without a per-record Python step: each record then starts at a
+    multiple of that size, and a strided slice (one C-level copy) takes the same byte of
+    every record. Each length varint must be the first's, each timestamp delta one byte, each
+    offset delta varint the shortest encoding of its index: the checks the loop in
+    ``walk_lengths`` makes (a length of at least 6 keeps every byte read inside its record).
+    Returns (where the run ends, lowest and highest timestamp delta), or None."""
     if end - pos < 2:
         return None
     z = data[pos]
@@ -347,7 +365,7 @@ def _uniform_run(
     if z & 1 or z < 12:
         return None
     size = width + (z >> 1)
-    n = stop - first
+    n = stop - _OFFSET_WIDTH_STARTS[offset_width - 1]
     run_end = pos + size * n
     if run_end > end:
         return None
@@ -357,12 +375,11 @@ def _uniform_run(
         return None
     at = pos + width + 1  # the timestamp delta, after the attributes byte
     timestamps = data[at:run_end:size]
-    if max(timestamps) >= 0x80:
+    if not timestamps.isascii():  # a timestamp delta of two bytes or more
         return None
-    if data[at + 1 : run_end : size] != _OFFSET_FIRST[first:stop]:
-        return None
-    if first >= 64 and data[at + 2 : run_end : size] != _OFFSET_SECOND[first:stop]:
-        return None
+    for k, expected in enumerate(_offset_bytes(offset_width)):
+        if data[at + 1 + k : run_end : size] != expected[:n]:
+            return None
     deltas = [_ZIGZAG_1[t] for t in set(timestamps)]
     return run_end, min(deltas), max(deltas)
 

@@ -11,14 +11,20 @@ from hypothesis import strategies as st
 from brokernodes.errors import CorruptRecordError
 from brokernodes.records.batch import Record, encode_batch
 from brokernodes.records.header import HEADER_SIZE, validate_batch
-from brokernodes.records.validator import _walk_uniform, walk_lengths, walk_records
+from brokernodes.records.validator import (
+    _UNIFORM_MAX_RECORDS,
+    _walk_uniform,
+    walk_lengths,
+    walk_records,
+)
 
 NOW = 1_750_000_000_000
 
 
 def fixed(n: int, deltas: list[int] | None = None, value: int = 100) -> bytes:
-    """``n`` records with 10-byte keys and ``value``-byte values (one length each side of
-    record 64), timestamps NOW + ``deltas[i]``."""
+    """``n`` records with 10-byte keys and ``value``-byte values (one length within each run
+    of equal offset delta widths: records 0-63, 64-8191, 8192 on), timestamps NOW +
+    ``deltas[i]``."""
     deltas = deltas or [0] * n
     return encode_batch([Record(NOW + deltas[i], b"key-%06d" % i, b"v" * value) for i in range(n)])
 
@@ -34,7 +40,7 @@ def walks(buf: bytes | bytearray, count: int | None = None):
     )
 
 
-@pytest.mark.parametrize("n", [2, 3, 63, 64, 65, 66, 136, 500, 8192])
+@pytest.mark.parametrize("n", [2, 3, 63, 64, 65, 66, 136, 500, 8191, 8192, 8193, 12_000])
 def test_equal_length_records_take_the_strided_check(n):
     for buf in (fixed(n), bytearray(fixed(n))):
         uniform, cheap, full = walks(buf)
@@ -89,6 +95,25 @@ def test_a_wrong_offset_delta_is_refused(index):
     assert _walk_uniform(buf, HEADER_SIZE, len(buf), 136) is None
     with pytest.raises(CorruptRecordError, match=f"record {index} has offset delta"):
         walk_lengths(buf, HEADER_SIZE, len(buf), 136)
+
+
+def test_a_wrong_offset_delta_among_three_byte_deltas_is_refused():
+    # librdkafka's large batches run past record 8192, where the offset delta takes 3 bytes
+    n, index = 9000, 8500
+    recs = [Record(NOW, b"key-%06d" % i, b"v" * 100, (), i) for i in range(n)]
+    for later in range(index, n):
+        recs[later] = recs[later]._replace(offset_delta=later + 1)
+    buf = encode_batch(recs)
+    assert _walk_uniform(buf, HEADER_SIZE, len(buf), n) is None
+    with pytest.raises(CorruptRecordError, match=f"record {index} has offset delta"):
+        walk_lengths(buf, HEADER_SIZE, len(buf), n)
+
+
+def test_batches_over_the_uniform_bound_are_walked_record_by_record():
+    n = _UNIFORM_MAX_RECORDS + 1
+    buf = encode_batch([Record(NOW, None, b"") for _ in range(n)])
+    assert _walk_uniform(buf, HEADER_SIZE, len(buf), n) is None
+    assert walk_lengths(buf, HEADER_SIZE, len(buf), n) == (0, 0, None)
 
 
 @pytest.mark.parametrize("declared", [135, 137, 1, 8193])
