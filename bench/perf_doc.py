@@ -3,7 +3,10 @@
 ``make bench`` writes ``latest.json`` and a dated copy per run (bench/report.py), one section
 or all; ``make faults`` writes ``faults.json``. The page's tables are rebuilt from those files
 so that no figure in the docs is kept by hand: each metric shows its most recent measurement,
-whichever run of whichever section made it. Only the text between the page's markers changes.
+whichever run of whichever section made it. Results files stay on the machine that made them,
+so a metric (or the fault table) no results file here holds keeps what the page shows: one
+section run on a fresh checkout updates its own rows only. Only the text between the page's
+markers changes.
 
 ``python -m bench.perf_doc [--check]``: rewrite the page, or with ``--check`` exit 1 when the
 page differs from what the results files give.
@@ -124,50 +127,75 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def bench_table(measured: list[Measured]) -> str:
-    """The benchmark figures as a Markdown table, then each metric's workload and peer."""
-    if not measured:
+def _row(item: Measured) -> str:
+    m = item.metric
+    met = {True: "yes", False: "**no**", None: ""}[m.get("met")]
+    when = item.generated_at[:10] + (f", {item.cpus} CPUs" if item.cpus else "")
+    when += ", quick run" if item.quick else ""
+    cells = (
+        f"`{m['name']}`",
+        _figure(m["value"], m.get("unit", "")),
+        _figure(m.get("peer_value")),
+        "" if m.get("ratio") is None else f"{m['ratio']:.2f}",
+        _target(m),
+        met,
+        when,
+    )
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
+def _detail(item: Measured) -> str:
+    m = item.metric
+    return f"- `{m['name']}`: {_cell(m.get('workload', ''))}" + (
+        f"; peer: {_cell(m['peer'])}" if m.get("peer") else ""
+    )
+
+
+def shown_metrics(section: str) -> dict[str, tuple[str, str | None]]:
+    """The metrics a generated bench table already shows: name -> (table row, detail line)."""
+    rows: dict[str, str] = {}
+    details: dict[str, str] = {}
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            rows[line.split("`")[1]] = line
+        elif line.startswith("- `"):
+            details[line.split("`")[1]] = line
+    return {name: (row, details.get(name)) for name, row in rows.items()}
+
+
+def bench_table(
+    measured: list[Measured], kept: dict[str, tuple[str, str | None]] | None = None
+) -> str:
+    """The benchmark figures as a Markdown table, then each metric's workload and peer.
+
+    ``kept``: rows the page shows for metrics no results file here measured (a fresh
+    checkout holds none: results files stay on the machine that made them), kept as they
+    are, so that running one section updates its own rows and leaves the others'."""
+    lines = {i.metric["name"]: (_row(i), _detail(i)) for i in measured}
+    for name, shown in (kept or {}).items():
+        lines.setdefault(name, shown)
+    if not lines:
         return (
             "No benchmark results file in `bench/results/` yet: run `make bench` (or one section, "
             "`make bench BENCH=<section>`) and this table is written from its results."
         )
+    names = sorted(lines)
     rows = [
         "| metric | value | peer value | ratio | target | met | measured |",
         "|---|---|---|---|---|---|---|",
+        *(lines[name][0] for name in names),
     ]
-    for item in measured:
-        m = item.metric
-        met = {True: "yes", False: "**no**", None: ""}[m.get("met")]
-        when = item.generated_at[:10] + (f", {item.cpus} CPUs" if item.cpus else "")
-        when += ", quick run" if item.quick else ""
-        rows.append(
-            "| "
-            + " | ".join(
-                _cell(c)
-                for c in (
-                    f"`{m['name']}`",
-                    _figure(m["value"], m.get("unit", "")),
-                    _figure(m.get("peer_value")),
-                    "" if m.get("ratio") is None else f"{m['ratio']:.2f}",
-                    _target(m),
-                    met,
-                    when,
-                )
-            )
-            + " |"
-        )
-    details = [
-        f"- `{i.metric['name']}`: {_cell(i.metric.get('workload', ''))}"
-        + (f"; peer: {_cell(i.metric['peer'])}" if i.metric.get("peer") else "")
-        for i in measured
-    ]
+    details = [lines[name][1] for name in names if lines[name][1] is not None]
     return "\n".join([*rows, "", *details])
 
 
-def faults_table(results_dir: Path = RESULTS_DIR) -> str:
-    """The fault suite's counts per scenario (bench/results/faults.json) as a Markdown table."""
+def faults_table(results_dir: Path = RESULTS_DIR, shown: str | None = None) -> str:
+    """The fault suite's counts per scenario (bench/results/faults.json) as a Markdown table;
+    without that file, ``shown`` (what the page shows) when it holds a table."""
     path = results_dir / "faults.json"
     if not path.exists():
+        if shown and "| scenario |" in shown:
+            return shown
         return "No `bench/results/faults.json` yet: `make faults` writes it."
     doc = _load(path)
     scenarios = doc.get("scenarios")
@@ -205,18 +233,31 @@ def faults_table(results_dir: Path = RESULTS_DIR) -> str:
     return "\n".join(rows)
 
 
-def _replace_between(text: str, start: str, end: str, body: str) -> str:
-    head, sep, rest = text.partition(start)
-    _old, sep2, tail = rest.partition(end)
+def _between(text: str, start: str, end: str) -> str:
+    """The generated part of the page between two markers."""
+    _head, sep, rest = text.partition(start)
+    old, sep2, _tail = rest.partition(end)
     if not sep or not sep2:
         raise PerfDocError(f"docs/performance.md lacks the markers {start!r} ... {end!r}")
+    return old.strip("\n")
+
+
+def _replace_between(text: str, start: str, end: str, body: str) -> str:
+    _between(text, start, end)  # the markers are there
+    head, _, rest = text.partition(start)
+    _old, _, tail = rest.partition(end)
     return f"{head}{start}\n{body}\n{end}{tail}"
 
 
 def render(text: str, results_dir: Path = RESULTS_DIR) -> str:
-    """The page's text with both generated parts rebuilt from ``results_dir``."""
-    text = _replace_between(text, BENCH_START, BENCH_END, bench_table(latest_metrics(results_dir)))
-    return _replace_between(text, FAULTS_START, FAULTS_END, faults_table(results_dir))
+    """The page's text with both generated parts rebuilt from ``results_dir``; what the
+    page shows of metrics and fault runs the results files lack is kept."""
+    kept = shown_metrics(_between(text, BENCH_START, BENCH_END))
+    text = _replace_between(
+        text, BENCH_START, BENCH_END, bench_table(latest_metrics(results_dir), kept)
+    )
+    shown = _between(text, FAULTS_START, FAULTS_END)
+    return _replace_between(text, FAULTS_START, FAULTS_END, faults_table(results_dir, shown))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -91,6 +91,27 @@ def test_no_results_says_how_to_make_them(tmp_path):
     assert "run `make bench`" in out and "`make faults` writes it" in out
 
 
+def test_one_section_run_updates_its_rows_and_keeps_the_others(tmp_path):
+    # the page as a full run on another machine wrote it
+    write_run(tmp_path / "full.json", "2026-01-01T00:00:00Z", [metric("a.x", 1), metric("b.y", 2)])
+    (tmp_path / "faults.json").write_text(
+        json.dumps({"generated_at": "2026-01-01T00:00:00Z", "scenarios": {"kill": {"lost": 0}}})
+    )
+    page = render(PAGE, tmp_path)
+    # a fresh checkout: only the new run's file, for one of the two metrics, and no faults.json
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    write_run(fresh / "latest.json", "2026-02-01T00:00:00Z", [metric("b.y", 5)])
+    out = render(page, fresh)
+    rows = [line for line in out.splitlines() if line.startswith("| `")]
+    assert [r.split("`")[1] for r in rows] == ["a.x", "b.y", "kill"]
+    assert "| 1 records/s |" in rows[0] and "2026-01-01" in rows[0]
+    assert "| 5 records/s |" in rows[1] and "2026-02-01" in rows[1]
+    assert out.count("- `a.x`: w") == 1 and out.count("- `b.y`: w") == 1
+    assert "| `kill` |" in out and "`make faults` writes it" not in out
+    assert render(out, fresh) == out
+
+
 def test_a_page_without_markers_is_refused(tmp_path):
     with pytest.raises(PerfDocError, match="lacks the markers"):
         render("# no markers\n", tmp_path)
