@@ -233,30 +233,28 @@ def faults_table(results_dir: Path = RESULTS_DIR, shown: str | None = None) -> s
     return "\n".join(rows)
 
 
-def _between(text: str, start: str, end: str) -> str:
-    """The generated part of the page between two markers."""
-    _head, sep, rest = text.partition(start)
-    old, sep2, _tail = rest.partition(end)
+def _split(text: str, start: str, end: str) -> tuple[str, str, str]:
+    """(before ``start``, the generated part, from ``end`` on) of the page."""
+    head, sep, rest = text.partition(start)
+    old, sep2, tail = rest.partition(end)
     if not sep or not sep2:
         raise PerfDocError(f"docs/performance.md lacks the markers {start!r} ... {end!r}")
-    return old.strip("\n")
+    return head, old.strip("\n"), tail
 
 
 def _replace_between(text: str, start: str, end: str, body: str) -> str:
-    _between(text, start, end)  # the markers are there
-    head, _, rest = text.partition(start)
-    _old, _, tail = rest.partition(end)
+    head, _old, tail = _split(text, start, end)
     return f"{head}{start}\n{body}\n{end}{tail}"
 
 
 def render(text: str, results_dir: Path = RESULTS_DIR) -> str:
     """The page's text with both generated parts rebuilt from ``results_dir``; what the
     page shows of metrics and fault runs the results files lack is kept."""
-    kept = shown_metrics(_between(text, BENCH_START, BENCH_END))
+    kept = shown_metrics(_split(text, BENCH_START, BENCH_END)[1])
     text = _replace_between(
         text, BENCH_START, BENCH_END, bench_table(latest_metrics(results_dir), kept)
     )
-    shown = _between(text, FAULTS_START, FAULTS_END)
+    shown = _split(text, FAULTS_START, FAULTS_END)[1]
     return _replace_between(text, FAULTS_START, FAULTS_END, faults_table(results_dir, shown))
 
 

@@ -329,7 +329,7 @@ def _walk_uniform(
         first = _OFFSET_WIDTH_STARTS[width - 1]
         if count <= first:
             break
-        run = _uniform_run(data, pos, end, width, min(count, _OFFSET_WIDTH_STARTS[width]))
+        run = _uniform_run(data, pos, end, width, min(count, _OFFSET_WIDTH_STARTS[width]) - first)
         if run is None:
             return None
         pos, low, high = run
@@ -341,13 +341,12 @@ def _walk_uniform(
 
 
 def _uniform_run(
-    data: bytes | bytearray, pos: int, end: int, offset_width: int, stop: int
+    data: bytes | bytearray, pos: int, end: int, offset_width: int, n: int
 ) -> tuple[int, int, int] | None:
-    """The records from the first whose offset delta varint has ``offset_width`` bytes to
-    record ``stop - 1``, from ``pos``, all as long as the first (its length in one or two
-    varint bytes), checked without a per-record Python step: each record then starts at a
-    multiple of that size, and a strided slice (one C-level copy) takes the same byte of
-    every record. Each length varint must be the first's, each timestamp delta one byte, each
+    """``n`` records from the first whose offset delta varint has ``offset_width`` bytes,
+    from ``pos``, all as long as the first (its length in one or two varint bytes), checked
+    without a per-record Python step: each record then starts at a multiple of that size,
+    and a strided slice (one C-level copy) takes the same byte of every record. Each length varint must be the first's, each timestamp delta one byte, each
     offset delta varint the shortest encoding of its index: the checks the loop in
     ``walk_lengths`` makes (a length of at least 6 keeps every byte read inside its record).
     Returns (where the run ends, lowest and highest timestamp delta), or None."""
@@ -365,7 +364,6 @@ def _uniform_run(
     if z & 1 or z < 12:
         return None
     size = width + (z >> 1)
-    n = stop - _OFFSET_WIDTH_STARTS[offset_width - 1]
     run_end = pos + size * n
     if run_end > end:
         return None
