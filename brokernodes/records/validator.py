@@ -346,9 +346,10 @@ def _uniform_run(
     """``n`` records from the first whose offset delta varint has ``offset_width`` bytes,
     from ``pos``, all as long as the first (its length in one or two varint bytes), checked
     without a per-record Python step: each record then starts at a multiple of that size,
-    and a strided slice (one C-level copy) takes the same byte of every record. Each length varint must be the first's, each timestamp delta one byte, each
-    offset delta varint the shortest encoding of its index: the checks the loop in
-    ``walk_lengths`` makes (a length of at least 6 keeps every byte read inside its record).
+    and a strided slice (one C-level copy) takes the same byte of every record. Each length
+    varint must be the first's, each timestamp delta one byte, each offset delta varint the
+    shortest encoding of its index: the checks the loop in ``walk_lengths`` makes (a length
+    of at least 6 keeps every byte read inside its record).
     Returns (where the run ends, lowest and highest timestamp delta), or None."""
     if end - pos < 2:
         return None
