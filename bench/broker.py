@@ -316,7 +316,7 @@ def _prebuilt_metric(base: Path, quick: bool) -> Metric:
             f"{PREBUILT_DEPTH} requests in one write and reading their {PREBUILT_DEPTH} "
             f"answers before the next {PREBUILT_DEPTH} (pipelining, as redis-benchmark -P "
             f"does); median of {rounds} rounds of {seconds:g} s alternating with "
-            f"the peer (records/s, Sluice vs Redis: {each}); the client's CPU "
+            f"the peer; the client's CPU "
             f"{statistics.median(client_busy):.0%} of a core, the broker's "
             f"{statistics.median(broker_busy):.0%}, broker_cpu_us_per_request "
             f"{statistics.median(broker_us):.0f} us (median rounds; user + system CPU of "
@@ -328,6 +328,7 @@ def _prebuilt_metric(base: Path, quick: bool) -> Metric:
         ),
         peer_value=round(statistics.median(redis_rates)),
         target_ratio=1.0,
+        rounds=f"records/s, Sluice vs Redis: {each}",
     )
 
 
@@ -358,8 +359,9 @@ def _json_metric(broker: BrokerProcess, quick: bool) -> Metric:
         workload=(
             f"v3 records:batch, 100 STRING records of 100 bytes per request, "
             f"{connections} concurrent clients, acks=1; median of {rounds} rounds of "
-            f"{seconds:g} s alternating with the peer (records/s, Sluice vs Redis: {each})"
+            f"{seconds:g} s alternating with the peer"
         ),
+        rounds=f"records/s, Sluice vs Redis: {each}",
         peer=(
             f"redis-py (hiredis) pipelined XADD, 1000 per round trip, {redis_records:,} "
             f"records per round, each round just before Sluice's; median of the rounds"
@@ -451,16 +453,17 @@ def _fetch_metrics(base: Path, broker: BrokerProcess, quick: bool) -> list[Metri
                 f"consumer (a bare keep-alive HTTP/1.1 client reading with recv_into, "
                 f"as the peer's reader does), max_bytes 1 MiB per fetch, the next fetch "
                 f"sent when a response's head arrives (its Sluice-Next-Offset); median of "
-                f"{rounds} passes alternating with the peer's (MiB/s: "
-                + ", ".join(f"{a:.0f} vs {b:.0f}" for a, b in zip(rates, raws, strict=True))
-                + f"); with one fetch outstanding at a time (each waiting for the last "
-                f"body) {statistics.median(serial):.0f} MiB/s, median of as many passes"
+                f"{rounds} passes alternating with the peer's; with one fetch outstanding "
+                f"at a time (each waiting for the last body) "
+                f"{statistics.median(serial):.0f} MiB/s, median of as many passes"
             ),
             peer=(
                 "raw os.sendfile of the segment file to a loopback socket, 1 MiB calls; median pass"
             ),
             peer_value=round(statistics.median(raws), 1),
             target_ratio=0.7,
+            rounds="MiB/s: "
+            + ", ".join(f"{a:.0f} vs {b:.0f}" for a, b in zip(rates, raws, strict=True)),
         ),
         Metric(
             name="fetch.zero_copy.broker_cpu_s_per_gib",
@@ -585,7 +588,7 @@ def _sdk_and_e2e_metrics(base: Path, quick: bool):
     )
     redis_p99 = statistics.median(r for r, _ in runs)
     sluice_p99 = statistics.median(e2e["latency_p99_ms"] for _, e2e in runs)
-    rounds = "; ".join(
+    e2e_each = "; ".join(
         f"Sluice {e2e['latency_p99_ms']:.2f} (p50 {e2e['latency_p50_ms']:.2f}) vs Redis {r:.2f}"
         for r, e2e in runs
     )
@@ -601,14 +604,15 @@ def _sdk_and_e2e_metrics(base: Path, quick: bool):
                 f"partitions, acks=1, idempotent, batch.size 16384, linger.ms 5, with the "
                 f"SDK's throughput recipe (produce_mode websocket: binary produce frames on "
                 f"one stream per broker; the SDK on uvloop; docs/sdk.md); the median "
-                f"of {len(sdk_runs)} round(s) alternating with the peer (records/s, Sluice vs "
-                f"Redis: {sdk_rounds}); with the SDK's defaults (HTTP produce, asyncio) "
+                f"of {len(sdk_runs)} round(s) alternating with the peer; with the SDK's "
+                f"defaults (HTTP produce, asyncio) "
                 f"{sdk_default['records_per_s'] / 1000:.0f}k in one run after them"
             ),
             peer="redis-py (hiredis) pipelined XADD, 1000 per round trip, each round just "
             "before Sluice's; median of the rounds",
             peer_value=round(statistics.median(redis_rates)),
             target_ratio=2.0,
+            rounds=f"records/s, Sluice vs Redis: {sdk_rounds}",
         ),
         Metric(
             name="e2e.p99_ms",
@@ -621,9 +625,9 @@ def _sdk_and_e2e_metrics(base: Path, quick: bool):
                 f"consume stream), one process on uvloop, at a steady 10,000 records/s for "
                 f"{seconds} s after a warm-up (a record per key sent, acknowledged and "
                 f"received before the clock starts: streams open, as the peer's connections "
-                f"are); median p99 of {e2e_rounds} rounds alternating with the peer "
-                f"(ms: {rounds})"
+                f"are); median p99 of {e2e_rounds} rounds alternating with the peer"
             ),
+            rounds=f"ms: {e2e_each}",
             peer=(
                 "Redis XADD to XREAD BLOCK (COUNT 1000, BLOCK 200) at the same rate and as "
                 "long, treated as Sluice's client is (bench/redis_e2e.py): redis-py with "

@@ -89,8 +89,8 @@ def run(quick: bool = False) -> list[Metric]:
                 f"broker, one partition; {PREBUILT_CONNECTIONS} pipelined keep-alive "
                 f"connections (bench/pipelined.py), {PREBUILT_DEPTH} pre-built 16 KiB "
                 f"batches of 100-byte values per write; median of {rounds} rounds of "
-                f"{seconds:g} s alternating with the peer (records/s, Sluice vs Redis: "
-                f"{each}); the client's CPU {statistics.median(client_busy):.0%} of a core, "
+                f"{seconds:g} s alternating with the peer; the client's CPU "
+                f"{statistics.median(client_busy):.0%} of a core, "
                 f"the broker's {statistics.median(broker_busy):.0%} (medians)"
             ),
             peer=(
@@ -101,5 +101,6 @@ def run(quick: bool = False) -> list[Metric]:
             ),
             peer_value=round(statistics.median(redis_rates)),
             target_ratio=2.0,
+            rounds=f"records/s, Sluice vs Redis: {each}",
         )
     ]

@@ -348,7 +348,8 @@ def _metrics(rounds, count, seconds, per_write, produce, consume, ceiling) -> li
     from bench.broker import PREBUILT_CONNECTIONS, PREBUILT_DEPTH
 
     def each(pairs) -> str:
-        return ", ".join(f"{o / 1000:.0f}k vs {p / 1000:.0f}k" for p, o in pairs)
+        joined = ", ".join(f"{o / 1000:.0f}k vs {p / 1000:.0f}k" for p, o in pairs)
+        return f"records/s, Sluice vs NATS: {joined}"
 
     prod = [(_rate(p), o["records_per_s"]) for p, o in produce]
     cons = [(_rate(p), o["records_per_s"]) for p, o in consume]
@@ -365,8 +366,9 @@ def _metrics(rounds, count, seconds, per_write, produce, consume, ceiling) -> li
                 f"Python SDK AsyncProducer (sluice bench produce, its own process, the SDK's "
                 f"throughput recipe: WebSocket produce, uvloop), {count:,} keyless 100-byte "
                 f"records to one partition, acks=1; median of {rounds} rounds alternating "
-                f"with the peer (records/s, Sluice vs NATS: {each(prod)})"
+                f"with the peer"
             ),
+            rounds=each(prod),
             peer=(
                 f"nats-py JetStream publish_async of as many 100-byte messages (every PubAck "
                 f"awaited), its own process on uvloop, to our own nats-server -js, stream "
@@ -382,9 +384,9 @@ def _metrics(rounds, count, seconds, per_write, produce, consume, ceiling) -> li
             workload=(
                 f"Python SDK AsyncConsumer (sluice bench consume, its own process, uvloop, "
                 f"long-poll fetch) reading {count:,} 100-byte records of one partition from "
-                f"the beginning; median of {rounds} rounds alternating with the peer "
-                f"(records/s, Sluice vs NATS: {each(cons)})"
+                f"the beginning; median of {rounds} rounds alternating with the peer"
             ),
+            rounds=each(cons),
             peer=(
                 f"nats-py pull consumer (fetch of 1,000, ack policy none) reading as many "
                 f"messages of the file-backed stream from its start, its own process; client "
@@ -401,9 +403,10 @@ def _metrics(rounds, count, seconds, per_write, produce, consume, ceiling) -> li
                 f"produce.prebuilt's client and bodies (the broker's ingest ceiling: "
                 f"{PREBUILT_CONNECTIONS} connections, {PREBUILT_DEPTH} 16 KiB batches per "
                 f"write, acks=1); median of {rounds} rounds of {seconds:g} s alternating with "
-                f"the peer (records/s, Sluice vs NATS: {each(ceil)}); client CPU "
+                f"the peer; client CPU "
                 f"{statistics.median(o[1] for _, o in ceiling):.0%} of a core"
             ),
+            rounds=each(ceil),
             peer=(
                 f"a protocol-level pipelined NATS publisher (raw sockets, uvloop): "
                 f"{PREBUILT_CONNECTIONS} connections, each writing {per_write:,} PUBs of "

@@ -193,9 +193,10 @@ def run(quick: bool = False) -> list[Metric]:
 
 
 def _rounds_text(side: Side, peer: Side) -> str:
-    return ", ".join(
+    joined = ", ".join(
         f"{s / 1000:.0f}k vs {p / 1000:.0f}k" for s, p in zip(side.rates, peer.rates, strict=True)
     )
+    return f"records/s, Sluice vs peer: {joined}"
 
 
 def _metrics(
@@ -234,10 +235,10 @@ def _metrics(
             better="higher",
             workload=(
                 f"acks=all, RF 3, min ISR 2, three brokers on loopback sharing the machine's "
-                f"cores with the client (CPU alone bounds the ratio near 0.33 here); {client} "
-                f"(records/s, Sluice vs peer: {_rounds_text(replicated, single)}); "
+                f"cores with the client (CPU alone bounds the ratio near 0.33 here); {client}; "
                 f"{busy(replicated, single)}"
             ),
+            rounds=_rounds_text(replicated, single),
             peer="the same client and bodies to one broker, RF 1, acks=1, each round just "
             "before Sluice's",
             peer_value=round(single.median_rate()),
@@ -269,10 +270,10 @@ def _metrics(
                 f"(bench/delay_proxy.py, a process of its own) delaying every chunk "
                 f"{LINK_DELAY_S * 1000:g} ms each way; a round trip through it takes "
                 f"{added_ms:.2f} ms more than direct (measured: GET /healthz through the "
-                f"proxy minus direct), its CPU {proxy_busy:.0%} of a core; {client} "
-                f"(records/s, Sluice vs peer: {_rounds_text(delayed, single)}); "
+                f"proxy minus direct), its CPU {proxy_busy:.0%} of a core; {client}; "
                 f"{busy(delayed, single)}; broker CPU ratio {delayed_ratio:.2f}"
             ),
+            rounds=_rounds_text(delayed, single),
             peer="the same client and bodies to one broker, RF 1, acks=1 (the rounds of "
             "produce.replicated.records_per_s)",
             peer_value=round(single.median_rate()),
@@ -297,9 +298,9 @@ def _metrics(
             better="higher",
             workload=(
                 f"acks=1, RF 3, every request sent to a broker that leads no partition of "
-                f"the topic and forwards it to the leader; {client} (records/s, Sluice vs "
-                f"peer: {_rounds_text(forwarded, direct)}); {busy(forwarded, direct)}"
+                f"the topic and forwards it to the leader; {client}; {busy(forwarded, direct)}"
             ),
+            rounds=_rounds_text(forwarded, direct),
             peer="the same client and bodies sent to the leader directly, same cluster, each "
             "round just before Sluice's",
             peer_value=round(direct.median_rate()),

@@ -27,6 +27,9 @@ class Metric:
     target_ratio: float | None = None
     target_value: float | None = None
     ratio: float | None = None
+    # each round's figures beside the peer's: the run's log, kept in the results file and the
+    # console table, not in docs/performance.md (which shows the median and the method)
+    rounds: str | None = None
 
     def __post_init__(self) -> None:
         if self.peer_value:
@@ -46,6 +49,11 @@ class Metric:
                 self.value >= self.target_value if higher else self.value <= self.target_value
             )
         return all(checks) if checks else None
+
+
+def run_times(runs: list[float]) -> str:
+    """Each timed run's seconds, for a metric's ``rounds``."""
+    return " / ".join(f"{r:.2f}" for r in runs) + " s"
 
 
 def _git_commit() -> str:
@@ -105,6 +113,9 @@ def format_table(metrics: list[Metric]) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     details = [
-        f"- {m.name}: {m.workload}" + (f"; peer: {m.peer}" if m.peer else "") for m in metrics
+        f"- {m.name}: {m.workload}"
+        + (f"; peer: {m.peer}" if m.peer else "")
+        + (f"; rounds: {m.rounds}" if m.rounds else "")
+        for m in metrics
     ]
     return "\n".join([*lines, "", *details])

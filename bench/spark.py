@@ -54,7 +54,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench import spark_sink, spark_stream
-from bench.report import Metric
+from bench.report import Metric, run_times
 from bench.spark_baseline import Settings, baseline_jobs
 
 TENANT, TOPIC = "t1", "bench"
@@ -351,8 +351,8 @@ def measure(spark, total: int, commit_every_ms: int) -> Measured:
         shutil.rmtree(base, ignore_errors=True)
     print(
         f"spark: {total:,} records: baseline first {baseline_first:.2f} s, then "
-        f"{_fmt(baseline_runs)}; Spark local[2] first {spark_first:.1f} s, then "
-        f"{_fmt(spark_runs)}",
+        f"{run_times(baseline_runs)}; Spark local[2] first {spark_first:.1f} s, then "
+        f"{run_times(spark_runs)}",
         flush=True,
     )
     return Measured(
@@ -431,17 +431,14 @@ def _warm(m: Measured, name: str, commit_every_ms: int) -> Metric:
         better="higher",
         workload=f"{_what(m, commit_every_ms)}; warm: each side the median of {TIMED_RUNS} "
         f"timed runs after one untimed warm-up run, the sides alternating (Spark in one "
-        f"session, as the Celery worker keeps it): Spark local[2] {_fmt(m.spark_runs)}; "
+        f"session, as the Celery worker keeps it), Spark local[2]; "
         f"CPU per run (median; less moved by other load than wall time): "
         f"Spark {_cpu(m.spark_cpu)} (JVM and driver), baseline {_cpu(m.baseline_cpu)}",
-        peer=f"{PEER}, median of {TIMED_RUNS} runs after a warm-up: {_fmt(m.baseline_runs)}",
+        peer=f"{PEER}, median of {TIMED_RUNS} runs after a warm-up",
         peer_value=round(m.total / statistics.median(m.baseline_runs)),
+        rounds=f"Spark {run_times(m.spark_runs)}, peer {run_times(m.baseline_runs)}",
     )
 
 
 def _cpu(seconds: float | None) -> str:
     return "unknown" if seconds is None else f"{seconds:.2f} s"
-
-
-def _fmt(runs: list[float]) -> str:
-    return " / ".join(f"{r:.2f}" for r in runs) + " s"

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.report import Metric
+from bench.report import Metric, run_times
 
 TOPIC, PARTITIONS = "sink", 6
 RUNS = 3
@@ -87,8 +87,7 @@ def measure(spark, quick: bool) -> Metric:
     finally:
         launcher.close()
         shutil.rmtree(base, ignore_errors=True)
-    fmt = " / ".join(f"{r:.2f}" for r in sink_runs) + " s"
-    peer_fmt = " / ".join(f"{r:.2f}" for r in sdk_runs) + " s"
+    fmt, peer_fmt = run_times(sink_runs), run_times(sdk_runs)
     print(f"spark: sink {n:,} records: Spark {fmt}; SDK producer {peer_fmt}", flush=True)
     return Metric(
         name="spark.sink.records_per_s",
@@ -98,8 +97,9 @@ def measure(spark, quick: bool) -> Metric:
         workload=f"df.write.format('sluice') of {n:,} records (1,000 keys, {VALUE}-byte "
         f"values) from 2 Spark partitions on local[2] to one broker ({PARTITIONS} "
         f"partitions, acks=all), the log end offsets checked after each run; median of "
-        f"{RUNS} after a warm-up: {fmt}",
-        peer=f"the SDK's Producer in one Python process, same records, acks=all, "
-        f"idempotent, batch 256 KiB: {peer_fmt}",
+        f"{RUNS} after a warm-up",
+        peer="the SDK's Producer in one Python process, same records, acks=all, "
+        "idempotent, batch 256 KiB",
         peer_value=round(n / statistics.median(sdk_runs)),
+        rounds=f"Spark {fmt}, peer {peer_fmt}",
     )

@@ -31,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.report import Metric
+from bench.report import Metric, run_times
 
 IN, OUT, PARTITIONS = "stream-in", "stream-out", 6
 RUNS = 3
@@ -235,8 +235,7 @@ def measure(spark, quick: bool, records: int | None = None) -> list[Metric]:
     finally:
         launcher.close()
         shutil.rmtree(work, ignore_errors=True)
-    fmt = " / ".join(f"{r:.2f}" for r in spark_runs) + " s"
-    peer_fmt = " / ".join(f"{r:.2f}" for r in sdk_runs) + " s"
+    fmt, peer_fmt = run_times(spark_runs), run_times(sdk_runs)
     p99, peer_p99 = _p99(spark_lat), _p99(sdk_lat)
     p50, peer_p50 = statistics.median(spark_lat), statistics.median(sdk_lat)
     print(
@@ -259,9 +258,10 @@ def measure(spark, quick: bool, records: int | None = None) -> list[Metric]:
             workload=f"{query}: {n:,} records (1,000 keys, {VALUE}-byte values) waiting, "
             f"Trigger.AvailableNow from the earliest offsets, a fresh checkpoint per run, "
             f"{OUT}'s log end checked after each; median of {RUNS} after a warm-up, "
-            f"alternating with the peer: {fmt}",
-            peer=f"{pipe_text}idempotent) in one process, same records: {peer_fmt}",
+            f"alternating with the peer",
+            peer=f"{pipe_text}idempotent) in one process, same records",
             peer_value=round(n / statistics.median(sdk_runs)),
+            rounds=f"Spark {fmt}, peer {peer_fmt}",
         ),
         Metric(
             name="spark.stream.latency_s",

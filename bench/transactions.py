@@ -181,8 +181,8 @@ def run(quick: bool = False) -> list:
                 f"acks=all, {TXN_MS} ms transactions (produce_batch() of 1,000 records in a "
                 f"tight loop, then commit_transaction() inside the clock; {per_round:.0f} "
                 f"transactions a round) for {seconds:g} s; one broker; median of {rounds} "
-                f"rounds alternating with the peer (records/s, transactional vs idempotent: "
-                f"{each}); client CPU {statistics.median(t['cpu_s'] for t in txn):.2f} s "
+                f"rounds alternating with the peer; client CPU "
+                f"{statistics.median(t['cpu_s'] for t in txn):.2f} s "
                 f"per round (median)"
             ),
             peer=(
@@ -193,6 +193,7 @@ def run(quick: bool = False) -> list:
             ),
             peer_value=round(statistics.median(i["rate"] for i in idem)),
             target_ratio=0.8,
+            rounds=f"records/s, transactional vs idempotent: {each}",
         )
     ]
 

@@ -161,3 +161,17 @@ def test_transaction_scenarios_get_a_table_of_their_own(tmp_path):
     assert lines.index(txn_row) > lines.index(next(x for x in lines if "`kill-leader`" in x))
     assert "| transactions scenario | inputs | txn committed |" in out
     assert "offsets apart: the group's committed offsets" in out
+
+
+def test_each_rounds_figures_are_printed_and_kept_off_the_page(tmp_path):
+    from bench.report import Metric, format_table
+
+    m = Metric("produce.x", 3.0, "records/s", "higher", "w", "redis", 2.0, rounds="3k vs 2k")
+    assert format_table([m]).endswith("- produce.x: w; peer: redis; rounds: 3k vs 2k")
+    write_run(
+        tmp_path / "latest.json",
+        "2026-03-04T05:06:07Z",
+        [metric("produce.x", 3.0, peer="redis", rounds="3k vs 2k")],
+    )
+    out = render(PAGE, tmp_path)
+    assert "- `produce.x`: w; peer: redis\n" in out and "3k vs 2k" not in out
